@@ -1,0 +1,66 @@
+import { createServer as createHttpServer, type Server as HttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import { readFileSync } from 'node:fs';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Logger } from './src/logging/logger.js';
+import type { AppHost } from './src/runtime/app-host.js';
+import errors from './plugins/errors.js';
+import services, { type ServerContext } from './plugins/services.js';
+import health from './routes/health.js';
+import metrics from './routes/metrics.js';
+
+export interface BuildAppOptions {
+  server: ServerContext;
+  logger?: Logger | false;
+}
+
+export interface BuiltApp {
+  app: FastifyInstance;
+  http: HttpServer;
+  https?: HttpsServer;
+}
+
+/**
+ * The Fastify application every worker serves. Its servers never listen: the primary accepts connections and
+ * hands them over, so the same app serves HTTP and (when configured) HTTPS through one router.
+ */
+export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
+  const { config } = options.server;
+  let https: HttpsServer | undefined;
+  let http!: HttpServer;
+  const app = Fastify({
+    loggerInstance: options.logger || undefined,
+    logger: options.logger === false ? false : undefined,
+    logController: new LogController({ disableRequestLogging: !config.log.requests }),
+    bodyLimit: 1024 * 1024,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    return503OnClosing: false,
+    serverFactory: (handler) => {
+      const listener = handler as (request: IncomingMessage, response: ServerResponse) => void;
+      http = createHttpServer(listener);
+      if (config.https.key && config.https.cert) {
+        https = createHttpsServer({ key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) }, listener);
+      }
+      return http;
+    },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  await app.register(errors);
+  await app.register(services, { server: options.server });
+  await app.register(health);
+  await app.register(metrics);
+  await app.ready();
+  return { app: app as unknown as FastifyInstance, http, https };
+}
+
+/** The worker's view of the built app: servers to hand connections to, and how to close it. */
+export function asAppHost(built: BuiltApp): AppHost {
+  for (const server of [built.http, built.https]) {
+    // Node arms request/headers timeouts and idle-connection tracking on 'listening'; these servers never
+    // listen (the primary hands them sockets), so arm it here or slow clients could hold sockets forever.
+    server?.emit('listening');
+  }
+  return { http: built.http, https: built.https, close: () => built.app.close() };
+}

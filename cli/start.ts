@@ -1,0 +1,57 @@
+import { parseArgs } from 'node:util';
+import cluster from 'node:cluster';
+import { Fleetplane } from '../index.js';
+import { loadConfig } from '../src/config/load.js';
+import { ListenError } from '../src/runtime/listeners.js';
+import { CliError } from './usage.js';
+
+export const START_USAGE = `Usage: fleetplane start [options]
+
+Boot the server: a primary that binds the ports and supervises workers.
+
+Options:
+  --config PATH       config file (default: ./fleetplane.config.json, or FLEETPLANE_CONFIG)
+  --port N            HTTP port (default 8080)
+  --workers N|auto    number of workers; 0 = single process (default auto)
+  --data-dir DIR      data directory (default ./data)
+  -h, --help          show this help
+
+Signals: SIGTERM/SIGINT graceful shutdown (exit 0), SIGHUP rolling restart of all workers.`;
+
+export async function start(argv: string[]): Promise<void> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        config: { type: 'string' },
+        port: { type: 'string' },
+        workers: { type: 'string' },
+        'data-dir': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw new CliError((error as Error).message, 2, START_USAGE);
+  }
+  if (values.help) {
+    process.stdout.write(`${START_USAGE}\n`);
+    return;
+  }
+  const flags = {
+    config: values.config as string | undefined,
+    port: values.port as string | undefined,
+    workers: values.workers as string | undefined,
+    dataDir: values['data-dir'] as string | undefined,
+  };
+  // Workers take the primary's resolved config; only the primary reads files, env and flags.
+  const loaded = cluster.isWorker ? undefined : loadConfig({ flags });
+  try {
+    await Fleetplane.init(loaded, { flags });
+  } catch (error) {
+    if (error instanceof ListenError) throw new CliError(error.message, 1);
+    throw error;
+  }
+}

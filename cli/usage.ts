@@ -1,0 +1,18 @@
+/** One-line failure for the terminal, then the exit code: 2 = bad input, 1 = could not run. */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2 = 2,
+    readonly usage?: string,
+  ) {
+    super(message);
+  }
+}
+
+export const MAIN_USAGE = `Usage: fleetplane <command> [options]
+
+Commands:
+  start      boot the server (primary + workers)
+
+Run "fleetplane <command> --help" for a command's options.`;

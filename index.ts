@@ -1,0 +1,27 @@
+import { buildApp, asAppHost } from './app.js';
+import { init as initServer, Server, type InitOptions } from './src/server.js';
+import type { FleetplaneConfig } from './src/config/schema.js';
+import type { LoadedConfig } from './src/config/load.js';
+
+export { Server };
+export type { FleetplaneConfig, ResolvedConfig } from './src/config/schema.js';
+export type { ServerEvents } from './src/runtime/events.js';
+export { ConfigError } from './src/config/errors.js';
+export { loadConfig } from './src/config/load.js';
+export { buildApp } from './app.js';
+
+export type FleetplaneInitOptions = Partial<InitOptions>;
+
+/** `const server = await Fleetplane.init(config)`: boots the primary or, in a forked process, a worker. */
+export const Fleetplane = {
+  init(config?: FleetplaneConfig | LoadedConfig, options: FleetplaneInitOptions = {}): Promise<Server> {
+    return initServer(config, {
+      ...options,
+      app:
+        options.app ??
+        (async (server) => asAppHost(await buildApp({ server, logger: server.log.child({ component: 'http' }) }))),
+    });
+  },
+};
+
+export default Fleetplane;

@@ -1,0 +1,36 @@
+import fp from 'fastify-plugin';
+import type { FastifyError, FastifyPluginAsync } from 'fastify';
+
+/** Fastify's own error codes mapped to stable, documented ones. */
+const CODES: Record<number, string> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'too_many_requests',
+  503: 'unavailable',
+};
+
+/**
+ * One error shape for every route: `{ error: { code, message } }` with the status code kept. Only 4xx
+ * answers expose their message; a 5xx says nothing about internals and is logged in full instead.
+ */
+const errors: FastifyPluginAsync = async (app) => {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    if (status >= 500) {
+      request.log.error({ err: error }, 'request failed');
+      return reply.code(status).header('cache-control', 'no-store').send({ error: { code: status === 503 ? 'unavailable' : 'internal', message: 'internal error' } });
+    }
+    const code = error.validation ? 'invalid_request' : (CODES[status] ?? 'bad_request');
+    return reply.code(status).header('cache-control', 'no-store').send({ error: { code, message: error.message } });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).header('cache-control', 'no-store').send({ error: { code: 'not_found', message: `no route for ${request.method} ${request.url.split('?')[0]}` } });
+  });
+};
+
+export default fp(errors, { name: 'fleetplane-errors' });

@@ -1,0 +1,22 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+export const ErrorReply = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String({ examples: ['forbidden'] }),
+      message: Type.String({ examples: ['this key may not call that method'] }),
+    }),
+  },
+  { $id: 'ErrorReply', description: 'Every error: the HTTP status plus a stable code and a message' },
+);
+export type ErrorReply = Static<typeof ErrorReply>;
+
+export const ProbeReply = Type.Object(
+  {
+    status: Type.String({ examples: ['ready'], description: 'Status of the answering process' }),
+    server: Type.String({ description: 'Server id' }),
+    worker: Type.Integer({ minimum: 0, description: 'Worker number (0 = the primary)' }),
+  },
+  { $id: 'ProbeReply' },
+);
+export type ProbeReply = Static<typeof ProbeReply>;

@@ -1,0 +1,38 @@
+import { ConfigError } from './errors.js';
+
+/**
+ * Flags that load or run code, attach a debugger, or make every worker write diagnostics (or TLS keys) to
+ * disk. A JSON config must not be a way to run arbitrary code in every worker.
+ */
+const FORBIDDEN_EXEC_ARGV = [
+  /^--require(=|$)/, /^-r$/, /^--eval(=|$)/, /^-e$/, /^--print(=|$)/, /^-p$/, /^-pe$/,
+  /^--inspect/, /^--debug/, /^--import(=|$)/, /^--loader(=|$)/, /^--experimental-loader(=|$)/,
+  /^--experimental-default-type/, /^--tls-keylog/, /^--cpu-prof/, /^--heap-prof/, /^--heapsnapshot/,
+  /^--report-/, /^--diagnostic-dir/, /^--redirect-warnings/, /^--prof(=|$|-)/, /^--env-file/, /^--watch/,
+  /^--experimental-vm-modules/, /^--allow-/, /^--experimental-permission/, /^--snapshot-blob/, /^--build-snapshot/,
+];
+
+const FORBIDDEN_ENV_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+export function assertSafeExecArgv(execArgv: readonly string[], field = 'workers.execArgv'): void {
+  execArgv.forEach((flag, index) => {
+    if (FORBIDDEN_EXEC_ARGV.some((pattern) => pattern.test(flag))) {
+      throw new ConfigError(`${field}[${index}]`, `flag "${flag}" is refused: it loads code, attaches a debugger or writes diagnostics in every worker`);
+    }
+  });
+}
+
+/** Own keys only: `JSON.parse` creates a real own `__proto__` key, which is exactly what must be refused. */
+export function assertSafeEnv(env: Record<string, unknown>, field = 'workers.env'): void {
+  for (const key of Object.keys(env)) {
+    if (FORBIDDEN_ENV_KEYS.has(key)) throw new ConfigError(`${field}.${key}`, `environment key "${key}" is refused`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) throw new ConfigError(`${field}.${key}`, `"${key}" is not a valid environment variable name`);
+    if (typeof env[key] !== 'string') throw new ConfigError(`${field}.${key}`, 'environment values must be strings');
+  }
+}
+
+export function nodeOptionsWarning(env: Record<string, string>): string | undefined {
+  return 'NODE_OPTIONS' in env
+    ? 'workers.env.NODE_OPTIONS can carry --require and bypass the execArgv guard; prefer workers.execArgv'
+    : undefined;
+}

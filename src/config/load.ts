@@ -1,0 +1,180 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Value } from '@sinclair/typebox/value';
+import type { TSchema } from '@sinclair/typebox';
+import { ConfigSchema, leafPaths, type ResolvedConfig } from './schema.js';
+import { ConfigError } from './errors.js';
+import { closestMatch } from './did-you-mean.js';
+import { assertSafeEnv, assertSafeExecArgv, nodeOptionsWarning } from './guards.js';
+
+export const CONFIG_FILE_NAME = 'fleetplane.config.json';
+
+/** Flags of `fleetplane start` that map onto config fields. */
+export interface ConfigFlags {
+  config?: string;
+  port?: string;
+  workers?: string;
+  dataDir?: string;
+}
+
+export interface LoadOptions {
+  flags?: ConfigFlags;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  /** A config object given in code (`Fleetplane.init(config)`), in place of the file. */
+  object?: unknown;
+}
+
+export interface LoadedConfig {
+  config: ResolvedConfig;
+  file?: string;
+  warnings: string[];
+}
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+const LEAVES = leafPaths();
+const toEnvName = (leaf: string) =>
+  `FLEETPLANE_${leaf.split('.').map((part) => part.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase()).join('_')}`;
+/** `FLEETPLANE_HTTP_PORT` → `http.port`, plus the documented short form `FLEETPLANE_WORKERS`. */
+export const ENV_VARIABLES: ReadonlyMap<string, string> = new Map([
+  ...LEAVES.map((leaf) => [toEnvName(leaf), leaf] as [string, string]),
+  ['FLEETPLANE_WORKERS', 'workers.count'],
+]);
+
+function schemaAt(leaf: string): TSchema {
+  let schema: TSchema = ConfigSchema;
+  for (const part of leaf.split('.')) schema = (schema.properties as Record<string, TSchema>)[part]!;
+  return schema;
+}
+
+function setPath(target: Json, leaf: string, value: unknown): void {
+  const parts = leaf.split('.');
+  let node = target;
+  for (const part of parts.slice(0, -1)) {
+    if (!isObject(node[part])) node[part] = {};
+    node = node[part] as Json;
+  }
+  node[parts.at(-1)!] = value;
+}
+
+/** Parse a string from the environment or the command line into the type the schema expects. */
+export function coerce(leaf: string, raw: string, source: string): unknown {
+  const schema = schemaAt(leaf);
+  const kinds = new Set<string>(schema.anyOf ? schema.anyOf.map((option: TSchema) => option.type ?? typeof option.const) : [schema.type]);
+  const trimmed = raw.trim();
+  if ((kinds.has('integer') || kinds.has('number')) && /^-?\d+(\.\d+)?$/.test(trimmed)) return Number(trimmed);
+  if (kinds.has('boolean') && /^(true|false)$/i.test(trimmed)) return trimmed.toLowerCase() === 'true';
+  if (kinds.has('array') || kinds.has('object')) {
+    try {
+      return JSON.parse(trimmed);
+    } catch {
+      if (kinds.has('array')) return trimmed.split(/\s+/).filter(Boolean);
+      throw new ConfigError(leaf, `${source} must be JSON`, source);
+    }
+  }
+  return raw;
+}
+
+function readFile(file: string): Json {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError('', `cannot read config file (${(error as NodeJS.ErrnoException).code ?? 'error'})`, file);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError('', `invalid JSON: ${(error as Error).message}`, file);
+  }
+  if (!isObject(parsed)) throw new ConfigError('', 'the config file must hold a JSON object', file);
+  return parsed;
+}
+
+/** Keys the schema does not know, with a did-you-mean against every real path. */
+function assertKnownKeys(value: Json, schema: TSchema, prefix: string, source?: string): void {
+  if (schema.type !== 'object' || !schema.properties) return;
+  const properties = schema.properties as Record<string, TSchema>;
+  for (const key of Object.keys(value)) {
+    const field = prefix ? `${prefix}.${key}` : key;
+    const child = properties[key];
+    if (!child) {
+      const hint = closestMatch(field, LEAVES.concat(Object.keys(ConfigSchema.properties)));
+      throw new ConfigError(field, `unknown key${hint ? ` (did you mean "${hint}"?)` : ''}`, source);
+    }
+    if (isObject(value[key])) assertKnownKeys(value[key] as Json, child, field, source);
+  }
+}
+
+function firstSchemaError(value: unknown, source?: string): ConfigError | undefined {
+  const error = Value.Errors(ConfigSchema, value).First();
+  if (!error) return undefined;
+  const field = error.path.replace(/^\//, '').replaceAll('/', '.');
+  const shown = error.value === undefined ? 'missing' : JSON.stringify(error.value);
+  return new ConfigError(field, `${error.message} (got ${shown})`, source);
+}
+
+/** file → environment → flags, then defaults, then validation. Throws `ConfigError` on the first problem. */
+export function loadConfig(options: LoadOptions = {}): LoadedConfig {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const flags = options.flags ?? {};
+  const warnings: string[] = [];
+
+  let file: string | undefined;
+  let input: Json;
+  if (options.object !== undefined) {
+    if (!isObject(options.object)) throw new ConfigError('', 'config must be an object');
+    // A JSON round trip keeps an own `__proto__` key (which the guard below must see) where structuredClone drops it.
+    input = JSON.parse(JSON.stringify(options.object)) as Json;
+  } else {
+    const explicit = flags.config ?? env.FLEETPLANE_CONFIG;
+    const candidate = path.resolve(cwd, explicit ?? CONFIG_FILE_NAME);
+    if (explicit || existsSync(candidate)) file = candidate;
+    input = file ? readFile(file) : {};
+  }
+  // `workers: 4` and `workers: "auto"` are shorthands for `workers: { count }`.
+  if (input.workers !== undefined && !isObject(input.workers)) input.workers = { count: input.workers };
+  assertKnownKeys(input, ConfigSchema, '', file);
+  const workersInput = input.workers as Json | undefined;
+  if (isObject(workersInput?.env)) assertSafeEnv(workersInput.env);
+
+  for (const [name, leaf] of ENV_VARIABLES) {
+    const raw = env[name];
+    if (raw !== undefined && raw !== '') setPath(input, leaf, coerce(leaf, raw, name));
+  }
+  const flagFields: Array<[keyof ConfigFlags, string, string]> = [
+    ['port', 'http.port', '--port'],
+    ['workers', 'workers.count', '--workers'],
+    ['dataDir', 'dataDir', '--data-dir'],
+  ];
+  for (const [flag, leaf, name] of flagFields) {
+    const raw = flags[flag];
+    if (raw !== undefined) setPath(input, leaf, coerce(leaf, raw, name));
+  }
+
+  const withDefaults = Value.Default(ConfigSchema, input);
+  const invalid = firstSchemaError(withDefaults, file);
+  if (invalid) throw invalid;
+  const config = withDefaults as ResolvedConfig;
+
+  assertSafeExecArgv(config.workers.execArgv);
+  assertSafeEnv(config.workers.env);
+  const advisory = nodeOptionsWarning(config.workers.env);
+  if (advisory) warnings.push(advisory);
+  if (config.health.wedgedTimeoutMs > 0 && config.health.wedgedTimeoutMs < 2 * config.health.heartbeatMs) {
+    throw new ConfigError('health.wedgedTimeoutMs', 'must be at least 2 × health.heartbeatMs', file);
+  }
+  const needsHeartbeat = config.workers.maxRssMb || config.health.wedgedTimeoutMs || config.health.maxEventLoopLagMs || config.health.lagSpikeMs;
+  if (needsHeartbeat && config.health.heartbeatMs === 0) {
+    throw new ConfigError('health.heartbeatMs', 'must be > 0 when an RSS, wedged or lag recycle policy is on', file);
+  }
+  if (Boolean(config.https.key) !== Boolean(config.https.cert)) {
+    throw new ConfigError(config.https.key ? 'https.cert' : 'https.key', 'HTTPS needs both key and cert', file);
+  }
+  config.dataDir = path.resolve(cwd, config.dataDir);
+  return { config, file, warnings };
+}

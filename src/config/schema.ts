@@ -1,0 +1,128 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+
+const Ms = (defaultMs: number, description: string) =>
+  Type.Integer({ minimum: 0, default: defaultMs, description });
+
+export const WorkerCount = Type.Union([Type.Literal('auto'), Type.Integer({ minimum: 0, maximum: 256 })], {
+  description: "'auto', a number of workers, or 0 for single-process mode",
+});
+
+export const WorkersSection = Type.Object(
+  {
+    count: Type.Union([Type.Literal('auto'), Type.Integer({ minimum: 0, maximum: 256 })], {
+      default: 'auto',
+      description: "'auto' (WEB_CONCURRENCY, else CPUs within the cgroup limit), N, or 0 = single process",
+    }),
+    maxRssMb: Type.Integer({ minimum: 0, default: 0, description: 'Recycle a worker above this RSS (0 = off)' }),
+    maxAgeMs: Ms(0, 'Recycle a worker older than this (0 = off)'),
+    execArgv: Type.Array(Type.String(), { default: [], description: 'Node.js flags for workers (code-loading, debugger and diagnostic flags refused)' }),
+    env: Type.Record(Type.String(), Type.String(), { default: {}, description: 'Extra environment for workers' }),
+    readyTimeoutMs: Ms(30_000, 'A worker not ready by then is treated as a boot failure'),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const ConfigSchema = Type.Object(
+  {
+    dataDir: Type.String({ minLength: 1, default: './data', description: 'Embedded database, server identity, admin key' }),
+    server: Type.Object(
+      {
+        id: Type.Optional(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._-]+$', description: 'Stable server id (default: persisted in the data directory)' })),
+        cluster: Type.String({ minLength: 1, default: 'default', description: 'Cluster group this server belongs to' }),
+        publicUrl: Type.Optional(Type.String({ minLength: 1, description: 'Base URL peers and load balancers use to reach this server' })),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    http: Type.Object(
+      {
+        port: Type.Integer({ minimum: 0, maximum: 65_535, default: 8080, description: 'HTTP port' }),
+        host: Type.String({ default: '0.0.0.0', description: 'HTTP bind address' }),
+        keepAliveTimeoutMs: Ms(72_000, 'Idle keep-alive connections are closed after this'),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    https: Type.Object(
+      {
+        port: Type.Integer({ minimum: 0, maximum: 65_535, default: 8443, description: 'HTTPS port (on only when key and cert are set)' }),
+        key: Type.Optional(Type.String({ minLength: 1, description: 'Path to the TLS private key (PEM)' })),
+        cert: Type.Optional(Type.String({ minLength: 1, description: 'Path to the TLS certificate chain (PEM)' })),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    workers: WorkersSection,
+    restart: Type.Object(
+      {
+        backoffMs: Ms(200, 'First restart delay after a crash'),
+        maxBackoffMs: Ms(30_000, 'Restart delay upper bound'),
+        backoffMultiplier: Type.Number({ minimum: 1, maximum: 10, default: 2, description: 'Growth of the restart delay per crash' }),
+        stabilityWindowMs: Ms(30_000, 'Crash-free time online that resets the backoff'),
+        crashThreshold: Type.Integer({ minimum: 1, default: 5, description: 'Crashes inside crashWindowMs that trip the circuit breaker' }),
+        crashWindowMs: Ms(60_000, 'Sliding window for crash counting'),
+        bootFailQuarantine: Type.Integer({ minimum: 0, default: 3, description: 'Consecutive boot failures of one slot before it is quarantined while others serve (0 = off)' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    shutdown: Type.Object(
+      {
+        timeoutMs: Ms(12_000, 'Graceful shutdown budget before escalation'),
+        ackTimeoutMs: Ms(3_000, 'Wait for a worker to acknowledge shutdown'),
+        sigtermDelayMs: Ms(2_000, 'Delay between SIGTERM and SIGINT when escalating'),
+        sigintDelayMs: Ms(1_000, 'Delay between SIGINT and SIGKILL when escalating'),
+        drainTimeoutMs: Ms(10_000, 'Longest a draining worker waits for its connections to finish'),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    health: Type.Object(
+      {
+        heartbeatMs: Ms(5_000, 'Worker health report interval (0 = off)'),
+        wedgedTimeoutMs: Ms(0, 'Recycle a worker silent this long (0 = off, ≥ 2 × heartbeatMs)'),
+        degradedAfterMs: Ms(0, 'Fewer workers than the target for this long fires fleet:degraded (0 = at once)'),
+        maxEventLoopLagMs: Ms(0, 'Recycle after lagRecycleBeats beats above this lag (0 = off)'),
+        lagRecycleBeats: Type.Integer({ minimum: 1, default: 3, description: 'Consecutive laggy beats before a lag recycle' }),
+        lagSpikeMs: Ms(0, 'Recycle on one beat above this lag (0 = off)'),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    fallback: Type.Object(
+      {
+        redirect: Type.Optional(Type.String({ minLength: 1, description: "Load balancer's base URL for the 307 fallback" })),
+        retryAfterS: Type.Integer({ minimum: 1, maximum: 3600, default: 5, description: 'Retry-After of the 503 fallback' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    metrics: Type.Object(
+      {
+        public: Type.Boolean({ default: false, description: 'Serve /metrics without a key' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    log: Type.Object(
+      {
+        level: Type.Union(
+          ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+          { default: 'info', description: 'pino log level' },
+        ),
+        requests: Type.Boolean({ default: false, description: 'Log every HTTP request and response (access log)' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export type ResolvedConfig = Static<typeof ConfigSchema>;
+
+type DeepPartial<T> = T extends readonly unknown[] ? T : T extends object ? { [K in keyof T]?: DeepPartial<T[K]> } : T;
+
+/** What a user writes: every field optional; `workers` may also be the bare count. */
+export type FleetplaneConfig = Omit<DeepPartial<ResolvedConfig>, 'workers'> & {
+  workers?: DeepPartial<ResolvedConfig['workers']> | ResolvedConfig['workers']['count'];
+};
+
+/** Leaf paths of the schema (`http.port`, `dataDir`), used for env names and did-you-mean hints. */
+export function leafPaths(schema: TSchema = ConfigSchema, prefix = ''): string[] {
+  if (schema.type !== 'object' || !schema.properties) return [prefix];
+  return Object.entries(schema.properties as Record<string, TSchema>).flatMap(([key, child]) =>
+    leafPaths(child, prefix ? `${prefix}.${key}` : key),
+  );
+}

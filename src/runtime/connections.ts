@@ -1,0 +1,81 @@
+import type { Server as HttpServer, IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+interface Tracked {
+  response?: ServerResponse;
+  idleSince: number;
+}
+
+/**
+ * The connections of one process's HTTP servers, with what each is doing. Draining needs to know which
+ * sockets are idle (closable) and which have a response in flight (told `Connection: close`), and Node's
+ * own tracking is only armed for servers that `listen()`, which ours never do.
+ */
+export class ConnectionTracker {
+  private readonly sockets = new Map<Socket, Tracked>();
+  private closing = false;
+
+  track(server: HttpServer): void {
+    server.on('connection', (socket: Socket) => {
+      this.sockets.set(socket, { idleSince: Date.now() });
+      socket.once('close', () => this.sockets.delete(socket));
+    });
+    // Runs before the application's handler, so a draining worker's answer already says `Connection: close`.
+    server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => {
+      const tracked = this.sockets.get(request.socket as Socket);
+      if (this.closing) response.shouldKeepAlive = false;
+      if (!tracked) return;
+      tracked.response = response;
+      response.once('finish', () => {
+        tracked.response = undefined;
+        tracked.idleSince = Date.now();
+      });
+    });
+  }
+
+  get size(): number {
+    return this.sockets.size;
+  }
+
+  get draining(): boolean {
+    return this.closing;
+  }
+
+  /** From now on every response closes its connection; responses still being written are told too. */
+  beginClosing(): void {
+    this.closing = true;
+    for (const tracked of this.sockets.values()) {
+      if (tracked.response && !tracked.response.headersSent) tracked.response.shouldKeepAlive = false;
+    }
+  }
+
+  stopClosing(): void {
+    this.closing = false;
+  }
+
+  /**
+   * Closes sockets idle for at least `minIdleMs`. A keep-alive client may be writing its next request into a
+   * socket the moment we close it; waiting a little makes that race rare, and a busy socket is instead
+   * closed after its next response.
+   */
+  closeIdle(minIdleMs: number, now = Date.now()): void {
+    for (const [socket, tracked] of this.sockets) {
+      if (!tracked.response && now - tracked.idleSince >= minIdleMs) socket.end();
+    }
+  }
+
+  destroyAll(): void {
+    for (const socket of this.sockets.keys()) socket.destroy();
+  }
+
+  /** Resolves when every connection is gone or `timeoutMs` passes; true when all closed in time. */
+  async drain(timeoutMs: number, minIdleMs = 250, pollMs = 50): Promise<boolean> {
+    this.beginClosing();
+    const deadline = Date.now() + timeoutMs;
+    while (this.sockets.size > 0 && Date.now() < deadline) {
+      this.closeIdle(minIdleMs);
+      await new Promise((resolve) => setTimeout(resolve, pollMs).unref());
+    }
+    return this.sockets.size === 0;
+  }
+}

@@ -1,0 +1,82 @@
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
+
+export interface FallbackOptions {
+  serverId: string;
+  /** `fallback.redirect`: the load balancer's base URL. */
+  redirect?: string;
+  retryAfterS: number;
+  /** A running mesh peer's public URL, when there is one. */
+  peerUrl?: () => string | undefined;
+  status: () => string;
+  tls?: { key: Buffer; cert: Buffer };
+  /** Requests the primary still serves itself in fallback (`POST /control`). */
+  extraRoutes?: (request: IncomingMessage, response: ServerResponse) => boolean;
+  onAnswer?: (status: number) => void;
+}
+
+/**
+ * SPEC 1.3: the answer the primary gives itself when no worker takes traffic. Load balancers get a 307 to
+ * another entry point (or 503 when there is none), `/readyz` says 503 so they take this node out, and
+ * `/healthz` stays 200 while the primary lives. Every answer closes its connection, so the client comes
+ * back through the balancer once workers serve again.
+ */
+export class FallbackResponder {
+  readonly http: HttpServer;
+  readonly https?: HttpsServer;
+
+  constructor(private readonly options: FallbackOptions) {
+    const handler = (request: IncomingMessage, response: ServerResponse) => this.answer(request, response);
+    this.http = createHttpServer(handler);
+    if (options.tls) this.https = createHttpsServer(options.tls, handler);
+    for (const server of [this.http, this.https]) {
+      if (!server) continue;
+      server.keepAliveTimeout = 1;
+      server.headersTimeout = 10_000;
+      server.requestTimeout = 15_000;
+    }
+  }
+
+  serve(socket: Socket, secure: boolean): void {
+    const server = secure && this.https ? this.https : this.http;
+    server.emit('connection', socket);
+    socket.resume();
+  }
+
+  target(): string | undefined {
+    return this.options.redirect ?? this.options.peerUrl?.();
+  }
+
+  private answer(request: IncomingMessage, response: ServerResponse): void {
+    response.shouldKeepAlive = false;
+    const path = (request.url ?? '/').split('?')[0];
+    if (request.method === 'GET' && (path === '/healthz' || path === '/readyz')) {
+      const ready = path === '/healthz';
+      return this.json(response, ready ? 200 : 503, { status: ready ? this.options.status() : 'fallback', server: this.options.serverId, worker: 0 });
+    }
+    if (this.options.extraRoutes?.(request, response)) return;
+    const base = this.target();
+    if (base) {
+      const location = base.replace(/\/+$/, '') + (request.url?.startsWith('/') ? request.url : `/${request.url ?? ''}`);
+      this.options.onAnswer?.(307);
+      response.writeHead(307, { Location: location, 'Cache-Control': 'no-store', Connection: 'close', 'Content-Length': '0' });
+      response.end();
+      return;
+    }
+    response.setHeader('Retry-After', String(this.options.retryAfterS));
+    this.options.onAnswer?.(503);
+    this.json(response, 503, { error: { code: 'unavailable', message: 'no worker is serving on this node; retry later' } });
+  }
+
+  private json(response: ServerResponse, status: number, body: unknown): void {
+    const text = JSON.stringify(body);
+    response.writeHead(status, {
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': Buffer.byteLength(text),
+      'Cache-Control': 'no-store',
+      Connection: 'close',
+    });
+    response.end(text);
+  }
+}

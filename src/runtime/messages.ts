@@ -1,0 +1,39 @@
+import type { WorkerStatus } from './status.js';
+
+/**
+ * Internal primary ↔ worker messages. Every one carries `fp` so they never mix with messages an embedding
+ * application sends on the same channel.
+ */
+export type WorkerToPrimary =
+  | { fp: 'ready' }
+  | { fp: 'status'; status: WorkerStatus }
+  | { fp: 'health'; rss: number; heapUsed: number; lagMs: number }
+  | { fp: 'ack' }
+  | RpcCall
+  | RpcReply;
+
+export type PrimaryToWorker =
+  | { fp: 'conn'; secure: boolean }
+  | { fp: 'shutdown'; reason: string }
+  | { fp: 'fleet'; ready: boolean }
+  | RpcCall
+  | RpcReply;
+
+export interface RpcCall {
+  fp: 'rpc';
+  id: number;
+  method: string;
+  params?: unknown;
+}
+
+export interface RpcReply {
+  fp: 'reply';
+  id: number;
+  ok: boolean;
+  result?: unknown;
+  error?: string;
+}
+
+export function isInternalMessage(message: unknown): message is { fp: string } {
+  return typeof message === 'object' && message !== null && typeof (message as { fp?: unknown }).fp === 'string';
+}

@@ -1,0 +1,233 @@
+import { readFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../logging/logger.js';
+import type { ResolvedConfig } from '../config/schema.js';
+import { systemClock, type Clock } from './clock.js';
+import { Fleet, type RestartWorkersOptions, type WorkerRecord } from './fleet.js';
+import { FallbackResponder } from './fallback.js';
+import { Listeners } from './listeners.js';
+import { PrimaryMetrics, aggregateMetrics, type MetricsJson } from './metrics.js';
+import type { RpcChannel } from './rpc.js';
+import type { SafeEmitter } from './events.js';
+import type { AppHost } from './app-host.js';
+import type { WorkerRuntime } from './worker.js';
+import type { ServerStatus } from './status.js';
+
+export interface PrimaryOptions {
+  config: ResolvedConfig;
+  serverId: string;
+  workerCount: number;
+  log: Logger;
+  events: SafeEmitter;
+  clock?: Clock;
+  exec?: string;
+  /** Single-process mode: the primary serves this app itself. */
+  local?: { runtime: WorkerRuntime; build: () => Promise<AppHost> };
+  /** Requests the primary serves itself in fallback (e.g. `POST /control`). */
+  fallbackRoutes?: (request: IncomingMessage, response: ServerResponse) => boolean;
+  peerUrl?: () => string | undefined;
+}
+
+export type ShutdownHook = (signal: string) => void | Promise<void>;
+
+/**
+ * The primary process: owns the listening sockets, hands each connection to a ready worker (or answers it
+ * with the fallback), supervises the fleet and coordinates graceful shutdown.
+ */
+export class PrimaryRuntime {
+  readonly metrics = new PrimaryMetrics();
+  readonly fallback: FallbackResponder;
+  readonly fleet: Fleet | undefined;
+  readonly startedAt = Date.now();
+  ports: { http?: number; https?: number } = {};
+  private readonly listeners: Listeners;
+  private readonly shutdownHooks: ShutdownHook[] = [];
+  private ready = true;
+  private started = false;
+  private shuttingDown: Promise<void> | undefined;
+  private readonly clock: Clock;
+
+  constructor(private readonly options: PrimaryOptions) {
+    const { config, log } = options;
+    this.clock = options.clock ?? systemClock;
+    const tls = config.https.key && config.https.cert ? { key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) } : undefined;
+    this.fallback = new FallbackResponder({
+      serverId: options.serverId,
+      redirect: config.fallback.redirect,
+      retryAfterS: config.fallback.retryAfterS,
+      peerUrl: options.peerUrl,
+      status: () => this.status,
+      tls,
+      extraRoutes: options.fallbackRoutes,
+      onAnswer: (status) => this.metrics.fallbackResponses.inc({ status: String(status) }),
+    });
+    this.listeners = new Listeners((socket, secure) => this.onConnection(socket, secure));
+    if (options.workerCount > 0) {
+      this.fleet = new Fleet({
+        config,
+        serverId: options.serverId,
+        target: options.workerCount,
+        log,
+        events: options.events,
+        clock: this.clock,
+        metrics: this.metrics,
+        exec: options.exec,
+        configureRpc: (rpc, record) => this.configureWorkerRpc(rpc, record),
+        onUnrecoverable: (reason) => void this.exitUnrecoverable(reason),
+        onReadinessChange: (ready) => {
+          this.ready = ready;
+        },
+      });
+    }
+    this.tlsEnabled = Boolean(tls);
+  }
+
+  private readonly tlsEnabled: boolean;
+
+  get status(): ServerStatus {
+    if (this.shuttingDown) return 'stopping';
+    if (!this.started) return 'starting';
+    const active = this.fleet ? this.fleet.active : this.options.local?.runtime.status === 'ready' ? 1 : 0;
+    if (active === 0) return 'fallback';
+    if (!this.ready) return 'degraded';
+    return this.fleet && active < this.options.workerCount ? 'degraded' : 'ready';
+  }
+
+  /** Binds the public ports first (a port in use fails before any worker is forked), then starts the fleet. */
+  async start(): Promise<void> {
+    const { http, https } = this.options.config;
+    this.ports.http = await this.listeners.listen(http.port, http.host, false);
+    if (this.tlsEnabled) this.ports.https = await this.listeners.listen(https.port, http.host, true);
+    if (this.fleet) this.fleet.start();
+    else if (this.options.local) this.options.local.runtime.attach(await this.options.local.build(), true);
+    this.started = true;
+  }
+
+  private onConnection(socket: Socket, secure: boolean): void {
+    socket.on('error', () => {});
+    if (this.shuttingDown) return this.fallback.serve(socket, secure);
+    const local = this.options.local?.runtime;
+    if (local) {
+      if (local.status === 'ready') local.accept(socket, secure);
+      else this.fallback.serve(socket, secure);
+      return;
+    }
+    const record = this.fleet?.pickForConnection();
+    if (!record) return this.fallback.serve(socket, secure);
+    this.metrics.handedConnections.inc();
+    this.fleet!.handOff(record, socket, secure, () => {
+      // The worker went away between the pick and the send: the socket is still ours to answer.
+      if (!socket.destroyed) this.onConnection(socket, secure);
+    });
+  }
+
+  private configureWorkerRpc(rpc: RpcChannel, record: WorkerRecord): void {
+    rpc.handle('primary.metrics', () => this.metricsText());
+    rpc.handle('primary.restartWorkers', (params) => {
+      const reason = typeof (params as { reason?: unknown })?.reason === 'string' ? (params as { reason: string }).reason : `requested by worker ${record.slot}`;
+      // Answer at once: the caller may itself be replaced by this roll.
+      void this.restartWorkers({ reason }).catch((error) => this.options.log.error({ err: error }, 'rolling restart failed'));
+      return { started: true };
+    });
+    rpc.handle('primary.health', () => ({ ...this.getHealth(), fleet: this.getFleetHealth(), from: record.slot }));
+  }
+
+  onShutdown(hook: ShutdownHook): void {
+    this.shutdownHooks.push(hook);
+  }
+
+  getHealth() {
+    return { ready: this.ready && !this.shuttingDown && this.status !== 'fallback' && this.status !== 'starting', live: true, status: this.status };
+  }
+
+  getFleetHealth() {
+    if (this.fleet) return this.fleet.fleetHealth();
+    const local = this.options.local?.runtime;
+    return { target: 1, active: local?.status === 'ready' ? 1 : 0, quarantined: 0, breaker: { count: 0, tripped: false }, restartsPending: 0, workers: [] };
+  }
+
+  getMetrics() {
+    return {
+      uptimeMs: this.clock.now() - this.startedAt,
+      status: this.status,
+      ...this.getFleetHealth(),
+    };
+  }
+
+  /** Prometheus text over the primary and every worker (a worker that does not answer in 2 s is left out). */
+  async metricsText(): Promise<string> {
+    const workers = this.fleet?.records.filter((record) => record.readyAt !== undefined && !record.retiring) ?? [];
+    const results = await Promise.allSettled(workers.map((record) => record.rpc.call<MetricsJson>('worker.metrics', undefined, 2_000)));
+    const local = this.options.local ? [await this.options.local.runtime.metricsJson()] : [];
+    return aggregateMetrics(this.metrics.registry, [
+      ...results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])),
+      ...local,
+    ]);
+  }
+
+  setNotReady(): void {
+    this.ready = false;
+  }
+
+  setReady(): void {
+    if (!this.shuttingDown && !this.fleet?.breakerTripped) this.ready = true;
+  }
+
+  restartWorkers(options?: RestartWorkersOptions): Promise<void> {
+    if (!this.fleet) return Promise.resolve();
+    return this.fleet.restartWorkers(options);
+  }
+
+  /** Cordon or drain one worker (by number) or, without one, every worker of this server. */
+  async setWorkerState(action: 'cordon' | 'drain', value: boolean, worker?: number): Promise<unknown[]> {
+    const local = this.options.local?.runtime;
+    if (local) return [action === 'cordon' ? local.cordon(value) : await local.drain(value)];
+    const fleet = this.fleet!;
+    const slots = worker === undefined ? [...new Set(fleet.records.filter((record) => !record.retiring).map((record) => record.slot))] : [worker];
+    const replies = await Promise.all(slots.map((slot) => fleet.setWorkerState(slot, action, value)));
+    return replies.flat();
+  }
+
+  installSignalHandlers(): void {
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGBREAK'] as const) {
+      // Graceful shutdowns exit 0 whatever the fleet went through before.
+      process.on(signal, () => void this.shutdown(signal).then(() => process.exit(0)));
+    }
+    process.on('SIGHUP', () => {
+      this.options.log.info('SIGHUP: rolling restart of all workers');
+      this.restartWorkers({ reason: 'SIGHUP' }).catch((error) => this.options.log.error({ err: error }, 'rolling restart failed'));
+    });
+  }
+
+  shutdown(signal = 'shutdown'): Promise<void> {
+    this.shuttingDown ??= this.runShutdown(signal);
+    return this.shuttingDown;
+  }
+
+  private async runShutdown(signal: string): Promise<void> {
+    const { log, events } = this.options;
+    const started = this.clock.now();
+    this.ready = false;
+    log.info({ signal }, 'shutting down');
+    events.emitSafe('shutdown:start', { signal });
+    for (const hook of this.shutdownHooks) {
+      try {
+        await hook(signal);
+      } catch (error) {
+        log.error({ err: error }, 'shutdown hook failed');
+      }
+    }
+    if (this.fleet) await this.fleet.stop();
+    if (this.options.local) await this.options.local.runtime.shutdown(signal);
+    await this.listeners.close();
+    events.emitSafe('shutdown:complete', { signal, durationMs: this.clock.now() - started });
+    log.info({ signal, durationMs: this.clock.now() - started }, 'shutdown complete');
+  }
+
+  private async exitUnrecoverable(reason: string): Promise<void> {
+    this.options.log.fatal({ reason }, 'no worker left and none coming: exiting with code 1');
+    await this.listeners.close();
+    process.exit(1);
+  }
+}

@@ -1,0 +1,207 @@
+import type { Socket } from 'node:net';
+import type { Logger } from '../logging/logger.js';
+import type { ResolvedConfig } from '../config/schema.js';
+import type { AppHost } from './app-host.js';
+import { ConnectionTracker } from './connections.js';
+import { startHeartbeat } from './heartbeat.js';
+import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from './messages.js';
+import { RpcChannel } from './rpc.js';
+import type { SafeEmitter } from './events.js';
+import type { WorkerStatus } from './status.js';
+import { createWorkerRegistry } from './metrics.js';
+import type { Registry } from 'prom-client';
+
+export type ShutdownHook = (reason: string) => void | Promise<void>;
+
+/**
+ * The worker side of the runtime: serves the connections the primary hands over, reports health and status,
+ * cordons and drains on request, and shuts down gracefully when told (or when the primary disappears).
+ */
+export class WorkerRuntime {
+  readonly rpc: RpcChannel;
+  readonly connections = new ConnectionTracker();
+  private currentStatus: WorkerStatus = 'starting';
+  private app: AppHost | undefined;
+  private fleetReady = true;
+  private stopping: Promise<void> | undefined;
+  private inProcess = false;
+  private stopHeartbeat: () => void = () => {};
+  private readonly shutdownHooks: ShutdownHook[] = [];
+  readonly startedAt = Date.now();
+  /** This process's metrics; the application may register its own here. */
+  readonly registry: Registry;
+
+  constructor(
+    readonly config: ResolvedConfig,
+    readonly workerId: number,
+    private readonly log: Logger,
+    private readonly events: SafeEmitter,
+    private readonly post: (message: WorkerToPrimary) => void = (message) => process.send?.(message),
+  ) {
+    this.rpc = new RpcChannel((message) => this.post(message));
+    this.rpc.handle('worker.cordon', (params) => this.cordon(Boolean((params as { value?: unknown })?.value)));
+    this.rpc.handle('worker.drain', (params) => this.drain(Boolean((params as { value?: unknown })?.value)));
+    this.rpc.handle('worker.status', () => this.describe());
+    this.rpc.handle('worker.metrics', () => this.metricsJson());
+    this.registry = createWorkerRegistry({ worker: String(workerId) });
+  }
+
+  get status(): WorkerStatus {
+    return this.currentStatus;
+  }
+
+  /** Ready to serve and the fleet is not out of service (breaker tripped, shutting down). */
+  get ready(): boolean {
+    return this.currentStatus === 'ready' && this.fleetReady;
+  }
+
+  describe() {
+    return {
+      worker: this.workerId,
+      pid: process.pid,
+      status: this.currentStatus,
+      uptimeMs: Date.now() - this.startedAt,
+      connections: this.connections.size,
+    };
+  }
+
+  metricsJson() {
+    return this.registry.getMetricsAsJSON();
+  }
+
+  onShutdown(hook: ShutdownHook): void {
+    this.shutdownHooks.push(hook);
+  }
+
+  /**
+   * Starts serving `app`. In a forked worker (`inProcess` false) this also binds the process: messages from
+   * the primary, signals, heartbeats, and exit at the end of shutdown. In single-process mode the primary
+   * owns all of that and calls `accept` itself.
+   */
+  attach(app: AppHost, inProcess = false): void {
+    this.app = app;
+    this.inProcess = inProcess;
+    app.http.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
+    this.connections.track(app.http);
+    if (app.https) {
+      app.https.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
+      this.connections.track(app.https);
+    }
+    if (!inProcess) this.bindProcess();
+    this.setStatus('ready');
+    this.post({ fp: 'ready' });
+  }
+
+  private bindProcess(): void {
+    process.on('message', (message: unknown, handle: unknown) => this.receive(message, handle as Socket | undefined));
+    // The primary is gone (killed, crashed): serve what is in flight and leave rather than linger as an orphan.
+    process.on('disconnect', () => void this.shutdown('primary disconnected'));
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      process.on(signal, () => {
+        if (this.stopping) {
+          // A second signal is the primary escalating: stop waiting.
+          process.exit(1);
+        }
+        void this.shutdown(signal);
+      });
+    }
+    if (this.config.health.heartbeatMs > 0) {
+      this.stopHeartbeat = startHeartbeat(this.config.health.heartbeatMs, (beat) => this.post({ fp: 'health', ...beat }));
+    }
+  }
+
+  /** SPEC 3.2: a cordoned worker gets no new connections; open ones keep being served. */
+  cordon(value: boolean): WorkerStatus {
+    if (this.stopping) return this.currentStatus;
+    if (value && this.currentStatus === 'ready') this.setStatus('cordoned');
+    if (!value && (this.currentStatus === 'cordoned' || this.currentStatus === 'draining')) {
+      this.connections.stopClosing();
+      this.setStatus('ready');
+    }
+    return this.currentStatus;
+  }
+
+  /** SPEC 3.3: cordon, then end connections gracefully; resolves when none remain or the drain timeout passes. */
+  async drain(value: boolean): Promise<{ status: WorkerStatus; remaining: number }> {
+    if (!value) {
+      this.cordon(false);
+      return { status: this.currentStatus, remaining: this.connections.size };
+    }
+    if (!this.stopping) this.setStatus('draining');
+    await this.connections.drain(this.config.shutdown.drainTimeoutMs);
+    return { status: this.currentStatus, remaining: this.connections.size };
+  }
+
+  shutdown(reason: string): Promise<void> {
+    this.stopping ??= this.runShutdown(reason);
+    return this.stopping;
+  }
+
+  private async runShutdown(reason: string): Promise<void> {
+    this.post({ fp: 'ack' });
+    this.setStatus('stopping');
+    this.stopHeartbeat();
+    this.log.info({ reason }, 'worker shutting down');
+    const budget = Math.min(this.config.shutdown.drainTimeoutMs, this.config.shutdown.timeoutMs);
+    const drained = await this.connections.drain(budget);
+    if (!drained) this.log.warn({ remaining: this.connections.size }, 'connections still open at the shutdown deadline');
+    for (const hook of this.shutdownHooks) {
+      try {
+        await hook(reason);
+      } catch (error) {
+        this.log.error({ err: error }, 'shutdown hook failed');
+      }
+    }
+    try {
+      await this.app?.close();
+    } catch (error) {
+      this.log.error({ err: error }, 'closing the application failed');
+    }
+    this.connections.destroyAll();
+    this.setStatus('stopped');
+    if (!this.inProcess) process.exit(0);
+  }
+
+  private receive(message: unknown, handle: Socket | undefined): void {
+    if (!isInternalMessage(message)) return;
+    const internal = message as PrimaryToWorker;
+    switch (internal.fp) {
+      case 'conn':
+        this.accept(handle, internal.secure);
+        break;
+      case 'shutdown':
+        void this.shutdown(internal.reason);
+        break;
+      case 'fleet':
+        this.fleetReady = internal.ready;
+        break;
+      case 'rpc':
+      case 'reply':
+        void this.rpc.receive(internal);
+        break;
+    }
+  }
+
+  accept(socket: Socket | undefined, secure: boolean): void {
+    if (!socket) return;
+    const server = secure ? this.app?.https : this.app?.http;
+    if (!server) {
+      socket.destroy();
+      return;
+    }
+    server.emit('connection', socket);
+    socket.resume();
+  }
+
+  private setStatus(status: WorkerStatus): void {
+    if (status === this.currentStatus) return;
+    const oldStatus = this.currentStatus;
+    this.currentStatus = status;
+    this.events.emitSafe('status_change', { worker: this.workerId, oldStatus, newStatus: status });
+    try {
+      this.post({ fp: 'status', status });
+    } catch {
+      // the primary is gone; `disconnect` handles that
+    }
+  }
+}

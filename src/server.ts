@@ -1,0 +1,199 @@
+import cluster from 'node:cluster';
+import type { DestinationStream } from 'pino';
+import { loadConfig, type ConfigFlags, type LoadedConfig } from './config/load.js';
+import type { FleetplaneConfig, ResolvedConfig } from './config/schema.js';
+import { resolveWorkerCount } from './config/sizing.js';
+import { createLogger, type Logger } from './logging/logger.js';
+import { SafeEmitter, type ServerEventName, type ServerEvents } from './runtime/events.js';
+import { PrimaryRuntime } from './runtime/primary.js';
+import { WorkerRuntime } from './runtime/worker.js';
+import type { AppHost } from './runtime/app-host.js';
+import { resolveServerId } from './runtime/identity.js';
+import type { RestartWorkersOptions } from './runtime/fleet.js';
+import type { ServerStatus, WorkerStatus } from './runtime/status.js';
+
+export type AppFactory = (server: Server) => Promise<AppHost>;
+
+export interface InitOptions {
+  /** Builds what each worker serves. */
+  app: AppFactory;
+  /** Script workers run (default: this process's entry script, which calls `init` again in the worker). */
+  exec?: string;
+  /** Install SIGTERM / SIGINT / SIGBREAK (graceful shutdown, then exit 0) and SIGHUP (rolling restart). */
+  handleSignals?: boolean;
+  flags?: ConfigFlags;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  logDestination?: DestinationStream;
+}
+
+export interface WorkerStateTarget {
+  /** In the primary: the worker number to act on (default: every worker). */
+  worker?: number;
+}
+
+type Listener<E extends ServerEventName> = (payload: ServerEvents[E]) => void;
+
+/**
+ * SPEC 2: the server object, in the primary and in every worker. Events of SPEC 1.7 are emitted here in the
+ * primary (supervision) and in workers (their own `status_change`).
+ */
+export class Server extends SafeEmitter {
+  readonly isPrimary: boolean;
+  readonly state: {
+    readonly status: ServerStatus | WorkerStatus;
+    cordon(value: boolean, target?: WorkerStateTarget): Promise<unknown>;
+    drain(value: boolean, target?: WorkerStateTarget): Promise<unknown>;
+  };
+  private primary?: PrimaryRuntime;
+  private worker?: WorkerRuntime;
+
+  constructor(
+    readonly id: string,
+    readonly workerId: number,
+    readonly totalWorkers: number,
+    readonly config: ResolvedConfig,
+    readonly log: Logger,
+  ) {
+    super((event, error) => log.error({ err: error, event }, 'event listener failed'));
+    this.isPrimary = workerId === 0 || !cluster.isWorker;
+    const server = this;
+    this.state = {
+      get status() {
+        return server.status;
+      },
+      cordon: (value, target) =>
+        this.primary ? this.primary.setWorkerState('cordon', value, target?.worker) : Promise.resolve(this.worker!.cordon(value)),
+      drain: (value, target) => (this.primary ? this.primary.setWorkerState('drain', value, target?.worker) : this.worker!.drain(value)),
+    };
+  }
+
+  override on<E extends ServerEventName>(event: E, listener: Listener<E>): this;
+  override on(event: string | symbol, listener: (...args: any[]) => void): this;
+  override on(event: string | symbol, listener: (...args: any[]) => void): this {
+    return super.on(event, listener);
+  }
+
+  override once<E extends ServerEventName>(event: E, listener: Listener<E>): this;
+  override once(event: string | symbol, listener: (...args: any[]) => void): this;
+  override once(event: string | symbol, listener: (...args: any[]) => void): this {
+    return super.once(event, listener);
+  }
+
+  /** @internal */
+  bind(runtime: { primary?: PrimaryRuntime; worker?: WorkerRuntime }): void {
+    this.primary = runtime.primary;
+    this.worker = runtime.worker;
+  }
+
+  /** The primary runtime (undefined in a forked worker). */
+  get primaryRuntime(): PrimaryRuntime | undefined {
+    return this.primary;
+  }
+
+  /** This process's worker runtime (single-process mode: the primary's own). */
+  get workerRuntime(): WorkerRuntime | undefined {
+    return this.worker;
+  }
+
+  get status(): ServerStatus | WorkerStatus {
+    return this.primary ? this.primary.status : this.worker!.status;
+  }
+
+  /** Bound ports (primary only). */
+  get ports(): { http?: number; https?: number } {
+    return this.primary?.ports ?? {};
+  }
+
+  getHealth(): { ready: boolean; live: boolean; status: string } {
+    if (this.primary) return this.primary.getHealth();
+    return { ready: this.worker!.ready, live: true, status: this.worker!.status };
+  }
+
+  async getFleetHealth(): Promise<ReturnType<PrimaryRuntime['getFleetHealth']>> {
+    if (this.primary) return this.primary.getFleetHealth();
+    const reply = await this.worker!.rpc.call<{ fleet: ReturnType<PrimaryRuntime['getFleetHealth']> }>('primary.health');
+    return reply.fleet;
+  }
+
+  getMetrics() {
+    if (this.primary) return this.primary.getMetrics();
+    return this.worker!.describe();
+  }
+
+  /** Prometheus text aggregated over the primary and every worker. */
+  metricsText(): Promise<string> {
+    if (this.primary) return this.primary.metricsText();
+    return this.worker!.rpc.call<string>('primary.metrics', undefined, 5_000);
+  }
+
+  restartWorkers(options?: RestartWorkersOptions): Promise<void> {
+    if (!this.primary) return this.worker!.rpc.call('primary.restartWorkers', { reason: options?.reason }).then(() => undefined);
+    return this.primary.restartWorkers(options);
+  }
+
+  /** Work to do before this process stops (routing withdrawal, checkpoints...). */
+  onShutdown(hook: (reason: string) => void | Promise<void>): void {
+    if (this.primary) this.primary.onShutdown(hook);
+    else this.worker!.onShutdown(hook);
+  }
+
+  /** Graceful shutdown of the whole server (from the primary) or of this worker. */
+  shutdown(reason = 'shutdown'): Promise<void> {
+    return this.primary ? this.primary.shutdown(reason) : this.worker!.shutdown(reason);
+  }
+}
+
+/** Environment the primary gives each worker; not part of the public configuration. */
+export const INTERNAL_ENV = {
+  worker: 'FLEETPLANE_INTERNAL_WORKER',
+  total: 'FLEETPLANE_INTERNAL_TOTAL_WORKERS',
+  config: 'FLEETPLANE_INTERNAL_CONFIG',
+  serverId: 'FLEETPLANE_INTERNAL_SERVER_ID',
+} as const;
+
+/**
+ * Boots this process's part of the server. In the primary: resolve config, bind ports, fork workers (or serve
+ * in-process with `workers: 0`). In a worker: take the resolved config from the primary and serve the app.
+ */
+export async function init(config: FleetplaneConfig | LoadedConfig | undefined, options: InitOptions): Promise<Server> {
+  const env = options.env ?? process.env;
+  const forked = cluster.isWorker && env[INTERNAL_ENV.worker] !== undefined;
+  if (forked) return initWorker(env, options);
+
+  const loaded = config && 'config' in config && 'warnings' in config ? (config as LoadedConfig) : loadConfig({ object: config, flags: options.flags, env, cwd: options.cwd });
+  const resolved = loaded.config;
+  const decision = resolveWorkerCount(resolved.workers.count, env);
+  const serverId = resolveServerId(resolved.server.id, resolved.dataDir);
+  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: 0 }, destination: options.logDestination });
+  for (const warning of [...loaded.warnings, ...(decision.warning ? [decision.warning] : [])]) log.warn(warning);
+
+  const server = new Server(serverId, 0, decision.count, resolved, log);
+  const local = decision.count === 0 ? new WorkerRuntime(resolved, 0, log, server, () => {}) : undefined;
+  const primary = new PrimaryRuntime({
+    config: resolved,
+    serverId,
+    workerCount: decision.count,
+    log,
+    events: server,
+    exec: options.exec,
+    local: local ? { runtime: local, build: () => options.app(server) } : undefined,
+  });
+  server.bind({ primary, worker: local });
+  if (options.handleSignals ?? true) primary.installSignalHandlers();
+  await primary.start();
+  log.info({ ports: primary.ports, workers: decision.count, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
+  return server;
+}
+
+async function initWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise<Server> {
+  const resolved = JSON.parse(env[INTERNAL_ENV.config]!) as ResolvedConfig;
+  const workerId = Number(env[INTERNAL_ENV.worker]);
+  const serverId = env[INTERNAL_ENV.serverId]!;
+  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
+  const server = new Server(serverId, workerId, Number(env[INTERNAL_ENV.total]), resolved, log);
+  const runtime = new WorkerRuntime(resolved, workerId, log, server);
+  server.bind({ worker: runtime });
+  runtime.attach(await options.app(server));
+  return server;
+}

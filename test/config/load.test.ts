@@ -1,0 +1,82 @@
+import t from 'tap';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../../src/config/load.js';
+import { ConfigError } from '../../src/config/errors.js';
+
+const tmp = () => mkdtempSync(path.join(tmpdir(), 'fleetplane-config-'));
+
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+t.test('resolved config carries every default', async (t) => {
+  const { config } = loadConfig({ env: {}, cwd: tmp() });
+  t.equal(config.http.port, 8080);
+  t.equal(config.workers.count, 'auto');
+  t.equal(config.restart.backoffMs <= 250, true, 'first restart is fast');
+  t.equal(config.shutdown.timeoutMs, 12_000);
+  t.equal(path.basename(config.dataDir), 'data');
+});
+
+t.test('file, then environment, then flags', async (t) => {
+  const dir = tmp();
+  writeFileSync(path.join(dir, 'fleetplane.config.json'), JSON.stringify({ http: { port: 1000 }, workers: 3, fallback: { redirect: 'https://lb.example' } }));
+  const fromFile = loadConfig({ env: {}, cwd: dir }).config;
+  t.equal(fromFile.http.port, 1000);
+  t.equal(fromFile.workers.count, 3, 'workers shorthand');
+  const fromEnv = loadConfig({ env: { FLEETPLANE_HTTP_PORT: '2000', FLEETPLANE_WORKERS: 'auto', FLEETPLANE_FALLBACK_REDIRECT: 'https://other.example' }, cwd: dir }).config;
+  t.equal(fromEnv.http.port, 2000);
+  t.equal(fromEnv.workers.count, 'auto');
+  t.equal(fromEnv.fallback.redirect, 'https://other.example');
+  const fromFlags = loadConfig({ env: { FLEETPLANE_HTTP_PORT: '2000' }, cwd: dir, flags: { port: '3000', workers: '0', dataDir: 'elsewhere' } }).config;
+  t.equal(fromFlags.http.port, 3000);
+  t.equal(fromFlags.workers.count, 0);
+  t.equal(fromFlags.dataDir, path.join(dir, 'elsewhere'));
+});
+
+t.test('unknown keys fail with the field path and a did-you-mean', async (t) => {
+  t.match(configError(() => loadConfig({ env: {}, object: { htp: { port: 1 } } })), { field: 'htp', message: /did you mean "http"/ });
+  t.match(configError(() => loadConfig({ env: {}, object: { health: { maxRssMb: 100 } } })), { field: 'health.maxRssMb', message: /did you mean "workers.maxRssMb"/ });
+  t.match(configError(() => loadConfig({ env: {}, object: { restart: { backofMs: 1 } } })), { message: /did you mean "restart.backoffMs"/ });
+});
+
+t.test('schema violations name the field and the reason', async (t) => {
+  t.match(configError(() => loadConfig({ env: {}, object: { http: { port: 70_000 } } })), { field: 'http.port', message: /70000/ });
+  t.match(configError(() => loadConfig({ env: { FLEETPLANE_HTTP_PORT: 'eighty' } })), { field: 'http.port' });
+  t.match(configError(() => loadConfig({ env: {}, object: { workers: 'many' } })), { field: 'workers.count' });
+});
+
+t.test('a config file with a syntax error names the file', async (t) => {
+  const dir = tmp();
+  const file = path.join(dir, 'broken.json');
+  writeFileSync(file, '{ "http": { "port": 80, } }');
+  const error = configError(() => loadConfig({ env: {}, flags: { config: file } }));
+  t.match(error.message, file);
+  t.match(error.message, /invalid JSON/);
+  t.match(configError(() => loadConfig({ env: {}, flags: { config: path.join(dir, 'missing.json') } })).message, /cannot read config file/);
+});
+
+t.test('forbidden execArgv and env keys are refused with the value named', async (t) => {
+  for (const flag of ['--inspect', '--require=./evil.js', '-r', '--import=x', '--cpu-prof', '--report-on-signal']) {
+    t.match(configError(() => loadConfig({ env: {}, object: { workers: { execArgv: [flag] } } })).message, flag, flag);
+  }
+  t.equal(loadConfig({ env: {}, object: { workers: { execArgv: ['--max-old-space-size=256'] } } }).config.workers.execArgv[0], '--max-old-space-size=256');
+  for (const key of ['__proto__', 'constructor', 'prototype']) {
+    const object = JSON.parse(`{"workers":{"env":{"${key}":"x"}}}`);
+    t.match(configError(() => loadConfig({ env: {}, object })), { field: `workers.env.${key}` }, key);
+  }
+  t.match(loadConfig({ env: {}, object: { workers: { env: { NODE_OPTIONS: '--max-old-space-size=64' } } } }).warnings[0], /NODE_OPTIONS/);
+});
+
+t.test('recycle policies need heartbeats', async (t) => {
+  t.match(configError(() => loadConfig({ env: {}, object: { workers: { maxRssMb: 100 }, health: { heartbeatMs: 0 } } })), { field: 'health.heartbeatMs' });
+  t.match(configError(() => loadConfig({ env: {}, object: { health: { heartbeatMs: 1000, wedgedTimeoutMs: 1500 } } })), { field: 'health.wedgedTimeoutMs' });
+});
