@@ -1,7 +1,7 @@
 import { createServer as createHttpServer, type Server as HttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { readFileSync } from 'node:fs';
-import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from './src/logging/logger.js';
 import type { AppHost } from './src/runtime/app-host.js';
@@ -13,6 +13,8 @@ import metrics from './routes/metrics.js';
 export interface BuildAppOptions {
   server: ServerContext;
   logger?: Logger | false;
+  /** Trusted routes of an embedding application, registered last. */
+  extend?: FastifyPluginAsync;
 }
 
 export interface BuiltApp {
@@ -51,6 +53,7 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   await app.register(services, { server: options.server });
   await app.register(health);
   await app.register(metrics);
+  if (options.extend) await app.register(options.extend);
   await app.ready();
   return { app: app as unknown as FastifyInstance, http, https };
 }

@@ -1,3 +1,4 @@
+import type { FastifyPluginAsync } from 'fastify';
 import { buildApp, asAppHost } from './app.js';
 import { init as initServer, Server, type InitOptions } from './src/server.js';
 import type { FleetplaneConfig } from './src/config/schema.js';
@@ -10,7 +11,10 @@ export { ConfigError } from './src/config/errors.js';
 export { loadConfig } from './src/config/load.js';
 export { buildApp } from './app.js';
 
-export type FleetplaneInitOptions = Partial<InitOptions>;
+export type FleetplaneInitOptions = Partial<InitOptions> & {
+  /** Trusted routes of the embedding application, served by every worker. */
+  routes?: FastifyPluginAsync;
+};
 
 /** `const server = await Fleetplane.init(config)`: boots the primary or, in a forked process, a worker. */
 export const Fleetplane = {
@@ -19,7 +23,7 @@ export const Fleetplane = {
       ...options,
       app:
         options.app ??
-        (async (server) => asAppHost(await buildApp({ server, logger: server.log.child({ component: 'http' }) }))),
+        (async (server) => asAppHost(await buildApp({ server, logger: server.log.child({ component: 'http' }), extend: options.routes }))),
     });
   },
 };

@@ -220,14 +220,14 @@ export class PrimaryRuntime {
     }
     if (this.fleet) await this.fleet.stop();
     if (this.options.local) await this.options.local.runtime.shutdown(signal);
-    await this.listeners.close();
+    this.listeners.close();
     events.emitSafe('shutdown:complete', { signal, durationMs: this.clock.now() - started });
     log.info({ signal, durationMs: this.clock.now() - started }, 'shutdown complete');
   }
 
   private async exitUnrecoverable(reason: string): Promise<void> {
     this.options.log.fatal({ reason }, 'no worker left and none coming: exiting with code 1');
-    await this.listeners.close();
+    this.listeners.close();
     process.exit(1);
   }
 }

@@ -53,7 +53,8 @@ export class RpcChannel {
       if (!handler) throw new Error(`unknown method "${message.method}"`);
       reply = { fp: 'reply', id: message.id, ok: true, result: await handler(message.params) };
     } catch (error) {
-      reply = { fp: 'reply', id: message.id, ok: false, error: (error as Error).message };
+      // A handler may throw anything (`Promise.reject()` included); reading `.message` off it must not fail.
+      reply = { fp: 'reply', id: message.id, ok: false, error: error instanceof Error ? error.message : String(error) };
     }
     try {
       this.post(reply);

@@ -1,0 +1,116 @@
+import t from 'tap';
+import { spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { resolveWorkerCount } from '../../src/config/sizing.js';
+import { CLI, cleanEnv, isAlive, request, tempDir } from '../helpers/server-process.js';
+
+const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 20_000, env: { ...cleanEnv(), ...env }, cwd: tempDir() });
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+t.test('start --help prints the usage and exits 0', async (t) => {
+  const result = run(['start', '--help']);
+  t.equal(result.status, 0);
+  t.match(result.stdout, /Usage: fleetplane start/);
+  t.match(result.stdout, /--workers N\|auto/);
+});
+
+t.test('an unknown flag prints the usage and exits 2', async (t) => {
+  const result = run(['start', '--prot', '80']);
+  t.equal(result.status, 2);
+  t.match(result.stderr, /fleetplane: Unknown option '--prot'/);
+  t.match(result.stderr, /Usage: fleetplane start/);
+});
+
+t.test('an unknown command exits 2', async (t) => {
+  const result = run(['strat']);
+  t.equal(result.status, 2);
+  t.match(result.stderr, /unknown command "strat"/);
+});
+
+t.test('an invalid config file exits 2 naming the field or the syntax error', async (t) => {
+  const dir = tempDir();
+  const broken = path.join(dir, 'broken.json');
+  writeFileSync(broken, '{ "http": ');
+  const syntax = run(['start', '--config', broken]);
+  t.equal(syntax.status, 2);
+  t.match(syntax.stderr, /invalid configuration: .*broken\.json: invalid JSON/);
+  t.equal(syntax.stderr.trim().split('\n').length, 1, 'one line');
+
+  const wrong = path.join(dir, 'wrong.json');
+  writeFileSync(wrong, JSON.stringify({ http: { port: 'eighty' }, dataDir: dir }));
+  const schema = run(['start', '--config', wrong]);
+  t.equal(schema.status, 2);
+  t.match(schema.stderr, /http\.port: Expected integer/);
+
+  const typo = path.join(dir, 'typo.json');
+  writeFileSync(typo, JSON.stringify({ shutdwn: {} }));
+  t.match(run(['start', '--config', typo]).stderr, /shutdwn: unknown key \(did you mean "shutdown"\?\)/);
+});
+
+t.test('forbidden execArgv is refused at start with the value named', async (t) => {
+  const dir = tempDir();
+  const file = path.join(dir, 'config.json');
+  writeFileSync(file, JSON.stringify({ workers: { execArgv: ['--inspect=0.0.0.0:9229'] }, dataDir: dir }));
+  const result = run(['start', '--config', file]);
+  t.equal(result.status, 2);
+  t.match(result.stderr, /workers\.execArgv\[0\]: flag "--inspect=0\.0\.0\.0:9229" is refused/);
+});
+
+t.test('a port in use: one clear line and exit 1', async (t) => {
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '0.0.0.0', resolve));
+  t.teardown(() => blocker.close());
+  const { port } = blocker.address() as net.AddressInfo;
+  const result = run(['start', '--port', String(port), '--workers', '1', '--data-dir', tempDir()]);
+  t.equal(result.status, 1);
+  t.match(result.stderr, new RegExp(`fleetplane: http\\.port ${port} on 0\\.0\\.0\\.0 is already in use`));
+  t.equal(result.stderr.trim().split('\n').length, 1, 'one line');
+});
+
+t.test('start serves, SIGTERM exits 0 with no process left; an invalid WEB_CONCURRENCY warns and falls back to auto', async (t) => {
+  const port = await freePort();
+  const child = spawn(process.execPath, [CLI, 'start', '--port', String(port), '--data-dir', tempDir()], {
+    env: { ...cleanEnv(), WEB_CONCURRENCY: 'lots', FLEETPLANE_HTTP_HOST: '127.0.0.1' },
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+
+  let ready = false;
+  for (let attempt = 0; attempt < 100 && !ready; attempt++) {
+    ready = await request(port, '/readyz').then((reply) => reply.status === 200, () => false);
+    if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  t.ok(ready, 'readyz 200');
+  const health = await request(port, '/healthz');
+  t.equal(health.status, 200);
+  t.match(health.json(), { status: 'ready', worker: Number });
+  t.match(output, /WEB_CONCURRENCY=\\"lots\\" is not a worker count/);
+  const started = output.split('\n').map((line) => { try { return JSON.parse(line); } catch { return undefined; } }).find((line) => line?.msg === 'fleetplane started');
+  t.equal(started?.workers, resolveWorkerCount('auto', {}).count, 'auto = the CPUs available to this process');
+  process.kill(child.pid!, 'SIGTERM');
+  t.equal(await exited, 0, 'exit 0 after SIGTERM');
+  const left = spawnSync('pgrep', ['-g', String(child.pid)], { encoding: 'utf8' }).stdout.trim();
+  t.equal(left, '', 'no process of the group is left');
+  t.notOk(isAlive(child.pid!));
+});
