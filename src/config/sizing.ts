@@ -5,15 +5,15 @@ import os from 'node:os';
 export function cgroupCpuLimit(read: (file: string) => string = (file) => readFileSync(file, 'utf8')): number | undefined {
   try {
     const [quota, period] = read('/sys/fs/cgroup/cpu.max').trim().split(/\s+/);
-    if (quota && quota !== 'max' && Number(period) > 0) return Number(quota) / Number(period);
-    return undefined;
+    const limit = Number(quota) / Number(period);
+    return quota !== 'max' && Number.isFinite(limit) && limit > 0 ? limit : undefined;
   } catch {
     // not cgroup v2: fall through to v1
   }
   try {
     const quota = Number(read('/sys/fs/cgroup/cpu/cpu.cfs_quota_us').trim());
     const period = Number(read('/sys/fs/cgroup/cpu/cpu.cfs_period_us').trim());
-    return quota > 0 && period > 0 ? quota / period : undefined;
+    return quota > 0 && period > 0 && Number.isFinite(quota / period) ? quota / period : undefined;
   } catch {
     return undefined;
   }

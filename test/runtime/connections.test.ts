@@ -1,0 +1,114 @@
+import t, { type Test } from 'tap';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ConnectionTracker } from '../../src/runtime/connections.js';
+
+interface Answer {
+  status: number;
+  connection: string | undefined;
+  body: string;
+}
+
+/**
+ * A real HTTP server on loopback whose handler answers at once, or holds the response until the test
+ * releases it; plus a keep-alive client with a single socket so requests reuse one connection.
+ */
+async function setup(t: Test) {
+  const tracker = new ConnectionTracker();
+  const held: Array<() => void> = [];
+  const server = http.createServer((request, response) => {
+    const answer = () => response.end(`hello ${request.url}`);
+    if (request.url === '/hold') held.push(answer);
+    else answer();
+  });
+  tracker.track(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  t.teardown(async () => {
+    agent.destroy();
+    tracker.destroyAll();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  const get = (path: string) =>
+    new Promise<Answer>((resolve, reject) => {
+      const request = http.get({ host: '127.0.0.1', port, path, agent }, (response) => {
+        let body = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (body += chunk));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, connection: response.headers.connection, body }));
+      });
+      request.on('error', reject);
+    });
+  /** Resolves once the handler holds `count` responses. */
+  const heldResponses = async (count: number) => {
+    while (held.length < count) await new Promise((resolve) => setImmediate(resolve));
+  };
+  return { tracker, get, held, heldResponses };
+}
+
+t.test('connections are tracked while open', async (t) => {
+  const { tracker, get } = await setup(t);
+  t.equal(tracker.size, 0);
+  const answer = await get('/a');
+  t.equal(answer.connection, 'keep-alive');
+  t.equal(tracker.size, 1, 'the idle keep-alive connection is still counted');
+  t.equal(tracker.draining, false);
+});
+
+t.test('after beginClosing() responses carry Connection: close', async (t) => {
+  const { tracker, get } = await setup(t);
+  t.equal((await get('/before')).connection, 'keep-alive');
+  tracker.beginClosing();
+  t.equal(tracker.draining, true);
+  const after = await get('/after');
+  t.equal(after.body, 'hello /after', 'the request is still served');
+  t.equal(after.connection, 'close');
+});
+
+t.test('a response in flight when closing begins is told Connection: close too', async (t) => {
+  const { tracker, get, held, heldResponses } = await setup(t);
+  const pending = get('/hold');
+  await heldResponses(1);
+  tracker.beginClosing();
+  held[0]!();
+  const answer = await pending;
+  t.equal(answer.body, 'hello /hold');
+  t.equal(answer.connection, 'close');
+});
+
+t.test('stopClosing() brings keep-alive back', async (t) => {
+  const { tracker, get } = await setup(t);
+  tracker.beginClosing();
+  tracker.stopClosing();
+  t.equal((await get('/again')).connection, 'keep-alive');
+});
+
+t.test('drain() closes idle connections and resolves true once they are gone', async (t) => {
+  const { tracker, get } = await setup(t);
+  await get('/a');
+  t.equal(tracker.size, 1);
+  t.equal(await tracker.drain(5_000, 0, 5), true);
+  t.equal(tracker.size, 0);
+});
+
+t.test('drain() waits for a busy connection to finish its response, then resolves true', async (t) => {
+  const { tracker, get, held, heldResponses } = await setup(t);
+  const pending = get('/hold');
+  await heldResponses(1);
+  const drained = tracker.drain(5_000, 0, 5);
+  held[0]!();
+  t.equal((await pending).connection, 'close', 'the busy connection was told to close');
+  t.equal(await drained, true);
+  t.equal(tracker.size, 0);
+});
+
+t.test('drain() resolves false when a connection outlives the timeout', async (t) => {
+  const { tracker, get, held, heldResponses } = await setup(t);
+  const pending = get('/hold');
+  await heldResponses(1);
+  t.equal(await tracker.drain(20, 0, 5), false);
+  t.equal(tracker.size, 1, 'the busy connection was not cut');
+  held[0]!();
+  t.equal((await pending).status, 200, 'and its response still completes');
+});

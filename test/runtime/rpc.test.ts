@@ -1,0 +1,135 @@
+import t from 'tap';
+import { settle } from '../helpers/fake-clock.js';
+import { RpcChannel } from '../../src/runtime/rpc.js';
+import type { RpcCall, RpcReply } from '../../src/runtime/messages.js';
+
+/**
+ * Two channels wired back to back like the two ends of an IPC channel: every message is cloned (as the
+ * serialization would) and delivered asynchronously. `deliver` can be switched off to lose messages.
+ */
+function pair() {
+  const wire = { deliver: true, sent: [] as Array<RpcCall | RpcReply> };
+  const send = (to: () => RpcChannel) => (message: RpcCall | RpcReply) => {
+    wire.sent.push(message);
+    if (!wire.deliver) return;
+    const copy = structuredClone(message);
+    setImmediate(() => void to().receive(copy));
+  };
+  const primary: RpcChannel = new RpcChannel(send(() => worker));
+  const worker: RpcChannel = new RpcChannel(send(() => primary));
+  return { primary, worker, wire };
+}
+
+/** The channel's timers are unref'd by design; hold the test process open while waiting for one to fire. */
+async function keptAlive<T>(promise: Promise<T>): Promise<T> {
+  const hold = setInterval(() => {}, 1_000);
+  try {
+    return await promise;
+  } finally {
+    clearInterval(hold);
+  }
+}
+
+t.test('a call reaches the handler on the other side and resolves with its result', async (t) => {
+  const { primary, worker } = pair();
+  worker.handle('sum', (params) => (params as number[]).reduce((total, value) => total + value, 0));
+  t.equal(await primary.call<number>('sum', [1, 2, 3]), 6);
+});
+
+t.test('async handlers and calls in both directions work on the same pair', async (t) => {
+  const { primary, worker } = pair();
+  worker.handle('echo', async (params) => {
+    await settle();
+    return { echoed: params };
+  });
+  primary.handle('status', () => 'ready');
+  const [echo, status] = await Promise.all([primary.call('echo', { a: 1 }), worker.call('status')]);
+  t.same(echo, { echoed: { a: 1 } });
+  t.equal(status, 'ready');
+});
+
+t.test('concurrent calls are matched to their own replies', async (t) => {
+  const { primary, worker } = pair();
+  worker.handle('double', async (params) => {
+    // The first call answers last: replies come back out of order.
+    for (let i = 0; i < 10 - (params as number); i++) await settle();
+    return (params as number) * 2;
+  });
+  const results = await Promise.all([1, 2, 3, 4].map((value) => primary.call('double', value)));
+  t.same(results, [2, 4, 6, 8]);
+});
+
+t.test('an unknown method answers with an error reply naming the method', async (t) => {
+  const { primary, wire } = pair();
+  await t.rejects(primary.call('nope'), { message: 'unknown method "nope"' });
+  t.match(wire.sent.at(-1), { fp: 'reply', ok: false, error: 'unknown method "nope"' });
+});
+
+t.test('a throwing handler answers with an error reply carrying its message', async (t) => {
+  const { primary, worker } = pair();
+  worker.handle('explode', () => {
+    throw new Error('handler failed');
+  });
+  worker.handle('reject', async () => {
+    throw new Error('async handler failed');
+  });
+  await t.rejects(primary.call('explode'), { message: 'handler failed' });
+  await t.rejects(primary.call('reject'), { message: 'async handler failed' });
+});
+
+t.test('a handler failing with a non-Error value still answers with an error reply', async (t) => {
+  const { primary, worker } = pair();
+  worker.handle('throws-string', () => {
+    throw 'plain string';
+  });
+  worker.handle('rejects-empty', () => Promise.reject(undefined));
+  await t.rejects(primary.call('throws-string', undefined, 1_000), { message: 'plain string' });
+  await t.rejects(primary.call('rejects-empty', undefined, 1_000), { message: /.+/ });
+});
+
+t.test('a call without a reply rejects with a timeout naming the method', async (t) => {
+  const { primary, wire } = pair();
+  wire.deliver = false;
+  await t.rejects(keptAlive(primary.call('slowMethod', undefined, 10)), { message: /^slowMethod: no reply within 10 ms$/ });
+});
+
+t.test('a reply arriving after the timeout is ignored and later calls still match their replies', async (t) => {
+  const { primary, worker, wire } = pair();
+  worker.handle('late', () => 'fresh');
+  wire.deliver = false;
+  await t.rejects(keptAlive(primary.call('late', undefined, 10)), { message: /^late: no reply/ });
+  const stale = wire.sent[0] as RpcCall;
+  await primary.receive({ fp: 'reply', id: stale.id, ok: true, result: 'too late' });
+  wire.deliver = true;
+  t.equal(await primary.call('late'), 'fresh', 'the next call gets its own reply, not the stale one');
+});
+
+t.test('closeAll rejects every pending call with the reason', async (t) => {
+  const { primary, wire } = pair();
+  wire.deliver = false;
+  const first = primary.call('a');
+  const second = primary.call('b');
+  primary.closeAll('worker 2 exited');
+  await t.rejects(first, { message: 'worker 2 exited' });
+  await t.rejects(second, { message: 'worker 2 exited' });
+});
+
+t.test('a channel that cannot post rejects the call at once', async (t) => {
+  const channel = new RpcChannel(() => {
+    throw new Error('ERR_IPC_CHANNEL_CLOSED');
+  });
+  await t.rejects(channel.call('ping'), { message: 'ping: channel closed', cause: { message: 'ERR_IPC_CHANNEL_CLOSED' } });
+});
+
+t.test('a reply that cannot be posted back is dropped without failing the receiver', async (t) => {
+  const calls: unknown[] = [];
+  const channel = new RpcChannel(() => {
+    throw new Error('ERR_IPC_CHANNEL_CLOSED');
+  });
+  channel.handle('ping', (params) => {
+    calls.push(params);
+    return 'pong';
+  });
+  await t.resolves(channel.receive({ fp: 'rpc', id: 1, method: 'ping', params: 'hello' }));
+  t.same(calls, ['hello'], 'the handler ran');
+});
