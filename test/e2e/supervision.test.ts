@@ -1,8 +1,8 @@
 import t from 'tap';
 import { ServerProcess, isAlive, request } from '../helpers/server-process.js';
 
-t.test('a worker that exits or is killed with SIGKILL is replaced and the replacement serves', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
+t.test('a worker killed with SIGKILL is replaced and the replacement serves; the fleet reports degraded then recovered', async (t) => {
+  const server = await ServerProcess.start({ workers: 2, health: { degradedAfterMs: 0 } });
   t.teardown(() => server.stop());
   const ready = await server.readyWorkers(2);
   const victim = ready.find((event) => event.workerId === 1)!;
@@ -17,6 +17,10 @@ t.test('a worker that exits or is killed with SIGKILL is replaced and the replac
 
   const fleet = await server.command<{ active: number; target: number }>('fleet');
   t.equal(fleet.active, 2, 'full capacity again');
+  const degraded = await server.waitFor((event) => event.event === 'fleet:degraded', 5_000, mark);
+  t.match(degraded, { target: 2, active: 1 });
+  const recovered = await server.waitFor((event) => event.event === 'fleet:recovered', 5_000, mark);
+  t.match(recovered, { target: 2, active: 2 });
   const seen = new Set<number>();
   for (let i = 0; i < 6; i++) seen.add((await request(server.port, '/whoami')).json().pid);
   t.ok(seen.has(replacement.pid as number), 'the replacement takes connections');
