@@ -9,6 +9,7 @@ import { PrimaryRuntime } from './runtime/primary.js';
 import { WorkerRuntime } from './runtime/worker.js';
 import type { AppHost } from './runtime/app-host.js';
 import { resolveServerId } from './runtime/identity.js';
+import { PrimaryChannels, type WorkerEndpoint } from './runtime/channels.js';
 import type { RestartWorkersOptions } from './runtime/fleet.js';
 import type { ServerStatus, WorkerStatus } from './runtime/status.js';
 
@@ -169,7 +170,8 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
   for (const warning of [...loaded.warnings, ...(decision.warning ? [decision.warning] : [])]) log.warn(warning);
 
   const server = new Server(serverId, 0, decision.count, resolved, log);
-  const local = decision.count === 0 ? new WorkerRuntime(resolved, 0, log, server, () => {}) : undefined;
+  const channels = new PrimaryChannels();
+  const local = decision.count === 0 ? inProcessWorker(server, channels) : undefined;
   const primary = new PrimaryRuntime({
     config: resolved,
     serverId,
@@ -177,6 +179,7 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
     log,
     events: server,
     exec: options.exec,
+    channels,
     local: local ? { runtime: local, build: () => options.app(server) } : undefined,
   });
   server.bind({ primary, worker: local });
@@ -194,6 +197,21 @@ async function initWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise
   const server = new Server(serverId, workerId, Number(env[INTERNAL_ENV.total]), resolved, log);
   const runtime = new WorkerRuntime(resolved, workerId, log, server);
   server.bind({ worker: runtime });
+  await runtime.bind();
   runtime.attach(await options.app(server));
   return server;
+}
+
+/**
+ * Single-process mode: the primary serves the app itself. Its worker runtime talks to the primary's channels
+ * through a loopback that keeps the asynchronous, ordered delivery of a real IPC channel.
+ */
+function inProcessWorker(server: Server, channels: PrimaryChannels): WorkerRuntime {
+  let endpoint!: WorkerEndpoint;
+  const runtime = new WorkerRuntime(server.config, 0, server.log, server, (message) => {
+    if (message.fp === 'ch') queueMicrotask(() => channels.receive(endpoint, message));
+  });
+  endpoint = { workerId: 0, pid: process.pid, connected: true, post: (message) => queueMicrotask(() => runtime.receive(message)) };
+  channels.connected(endpoint);
+  return runtime;
 }

@@ -13,6 +13,7 @@ import { RpcChannel } from './rpc.js';
 import type { RecycleReason, SafeEmitter } from './events.js';
 import { acceptsTraffic, type WorkerStatus } from './status.js';
 import type { PrimaryMetrics } from './metrics.js';
+import type { PrimaryChannels, WorkerEndpoint } from './channels.js';
 
 export interface WorkerRecord {
   slot: number;
@@ -30,6 +31,7 @@ export interface WorkerRecord {
   exited: Promise<void>;
   ready: Promise<boolean>;
   rpc: RpcChannel;
+  endpoint: WorkerEndpoint;
   cancelAge?: () => void;
 }
 
@@ -55,6 +57,7 @@ export interface FleetDeps {
   metrics: PrimaryMetrics;
   /** Script the workers run (default: the primary's own entry script). */
   exec?: string;
+  channels: PrimaryChannels;
   /** The primary's handlers for calls workers make (metrics aggregation...). */
   configureRpc(rpc: RpcChannel, record: WorkerRecord): void;
   /** No more workers will come: breaker tripped or forks exhausted, and the fleet is empty. */
@@ -200,7 +203,16 @@ export class Fleet {
       ready: new Promise((resolve) => (markReady = resolve)),
       exited: new Promise((resolve) => (markExited = resolve)),
       rpc: new RpcChannel((message) => worker.send(message)),
+      endpoint: {
+        workerId: slot,
+        pid: worker.process.pid ?? -1,
+        get connected() {
+          return worker.isConnected();
+        },
+        post: (message) => worker.send(message),
+      },
     };
+    this.deps.channels.connected(record.endpoint);
     this.deps.configureRpc(record.rpc, record);
     this.records.push(record);
     const readyTimeout = this.deps.clock.setTimeout(() => {
@@ -255,6 +267,9 @@ export class Fleet {
       case 'rpc':
       case 'reply':
         void record.rpc.receive(message);
+        break;
+      case 'ch':
+        this.deps.channels.receive(record.endpoint, message);
         break;
     }
   }
@@ -420,6 +435,7 @@ export class Fleet {
     if (index >= 0) this.records.splice(index, 1);
     record.cancelAge?.();
     record.rpc.closeAll(`worker ${record.slot} exited`);
+    this.deps.channels.disconnected(record.endpoint);
     const graceful = record.retiring !== undefined || this.stopping;
     this.setStatus(record, 'stopped');
     this.deps.events.emitSafe('worker:exit', { workerId: record.slot, pid: record.pid, code, signal, graceful });

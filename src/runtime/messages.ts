@@ -9,6 +9,7 @@ export type WorkerToPrimary =
   | { fp: 'status'; status: WorkerStatus }
   | { fp: 'health'; rss: number; heapUsed: number; lagMs: number }
   | { fp: 'ack' }
+  | ChannelMessage
   | RpcCall
   | RpcReply;
 
@@ -16,8 +17,16 @@ export type PrimaryToWorker =
   | { fp: 'conn'; secure: boolean }
   | { fp: 'shutdown'; reason: string }
   | { fp: 'fleet'; ready: boolean }
+  | ChannelMessage
   | RpcCall
   | RpcReply;
+
+/** A message of a named stream (storage, ipc envelopes...) that a subsystem registers on both sides. */
+export interface ChannelMessage {
+  fp: 'ch';
+  channel: string;
+  payload: unknown;
+}
 
 export interface RpcCall {
   fp: 'rpc';

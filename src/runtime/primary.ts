@@ -13,6 +13,7 @@ import type { SafeEmitter } from './events.js';
 import type { AppHost } from './app-host.js';
 import type { WorkerRuntime } from './worker.js';
 import type { ServerStatus } from './status.js';
+import type { PrimaryChannels } from './channels.js';
 
 export interface PrimaryOptions {
   config: ResolvedConfig;
@@ -27,6 +28,7 @@ export interface PrimaryOptions {
   /** Requests the primary serves itself in fallback (e.g. `POST /control`). */
   fallbackRoutes?: (request: IncomingMessage, response: ServerResponse) => boolean;
   peerUrl?: () => string | undefined;
+  channels: PrimaryChannels;
 }
 
 export type ShutdownHook = (signal: string) => void | Promise<void>;
@@ -73,6 +75,7 @@ export class PrimaryRuntime {
         clock: this.clock,
         metrics: this.metrics,
         exec: options.exec,
+        channels: options.channels,
         configureRpc: (rpc, record) => this.configureWorkerRpc(rpc, record),
         onUnrecoverable: (reason) => void this.exitUnrecoverable(reason),
         onReadinessChange: (ready) => {
@@ -100,7 +103,10 @@ export class PrimaryRuntime {
     this.ports.http = await this.listeners.listen(http.port, http.host, false);
     if (this.tlsEnabled) this.ports.https = await this.listeners.listen(https.port, http.host, true);
     if (this.fleet) this.fleet.start();
-    else if (this.options.local) this.options.local.runtime.attach(await this.options.local.build(), true);
+    else if (this.options.local) {
+      await this.options.local.runtime.bind(true);
+      this.options.local.runtime.attach(await this.options.local.build());
+    }
     this.started = true;
   }
 

@@ -25,6 +25,8 @@ export class WorkerRuntime {
   private fleetReady = true;
   private stopping: Promise<void> | undefined;
   private inProcess = false;
+  private readonly channelHandlers = new Map<string, (payload: unknown) => void>();
+  private readonly readyGates: Array<() => Promise<void>> = [];
   private stopHeartbeat: () => void = () => {};
   private readonly shutdownHooks: ShutdownHook[] = [];
   readonly startedAt = Date.now();
@@ -73,21 +75,40 @@ export class WorkerRuntime {
     this.shutdownHooks.push(hook);
   }
 
+  /** Handles the payloads of one named channel from the primary (see `PrimaryChannels`). */
+  onChannel(channel: string, handler: (payload: unknown) => void): void {
+    this.channelHandlers.set(channel, handler);
+  }
+
+  sendChannel(channel: string, payload: unknown): void {
+    this.post({ fp: 'ch', channel, payload });
+  }
+
+  /** Work that must finish before this worker reports ready (e.g. the storage snapshot). */
+  beforeReady(gate: () => Promise<void>): void {
+    this.readyGates.push(gate);
+  }
+
   /**
-   * Starts serving `app`. In a forked worker (`inProcess` false) this also binds the process: messages from
-   * the primary, signals, heartbeats, and exit at the end of shutdown. In single-process mode the primary
-   * owns all of that and calls `accept` itself.
+   * Binds this process before the app is built. In a forked worker (`inProcess` false): messages from the
+   * primary, signals, heartbeats, and exit at the end of shutdown; in single-process mode the primary owns
+   * all of that and calls `accept` and `receive` itself. Then runs the ready gates.
    */
-  attach(app: AppHost, inProcess = false): void {
-    this.app = app;
+  async bind(inProcess = false): Promise<void> {
     this.inProcess = inProcess;
+    if (!inProcess) this.bindProcess();
+    for (const gate of this.readyGates) await gate();
+  }
+
+  /** Starts serving `app` and tells the primary this worker is ready. */
+  attach(app: AppHost): void {
+    this.app = app;
     app.http.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
     this.connections.track(app.http);
     if (app.https) {
       app.https.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
       this.connections.track(app.https);
     }
-    if (!inProcess) this.bindProcess();
     this.setStatus('ready');
     this.post({ fp: 'ready' });
   }
@@ -162,7 +183,7 @@ export class WorkerRuntime {
     if (!this.inProcess) process.exit(0);
   }
 
-  private receive(message: unknown, handle: Socket | undefined): void {
+  receive(message: unknown, handle?: Socket): void {
     if (!isInternalMessage(message)) return;
     const internal = message as PrimaryToWorker;
     switch (internal.fp) {
@@ -174,6 +195,9 @@ export class WorkerRuntime {
         break;
       case 'fleet':
         this.fleetReady = internal.ready;
+        break;
+      case 'ch':
+        this.channelHandlers.get(internal.channel)?.(internal.payload);
         break;
       case 'rpc':
       case 'reply':
