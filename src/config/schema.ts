@@ -90,6 +90,41 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    db: Type.Object(
+      {
+        path: Type.Optional(Type.String({ minLength: 1, description: 'SQLite file of the embedded store (default <dataDir>/fleetplane.db)' })),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    mongodb: Type.Object(
+      {
+        url: Type.Optional(Type.String({ minLength: 1, description: 'MongoDB connection string; when set the store uses MongoDB instead of the embedded SQLite file' })),
+        database: Type.String({ minLength: 1, default: 'fleetplane', description: 'MongoDB database name' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    lifecycle: Type.Object(
+      {
+        hostControl: Type.Boolean({ default: false, description: 'Allow reboot/shutdown envelopes to run the host commands below' }),
+        rebootCommand: Type.Array(Type.String(), { minItems: 1, default: ['systemctl', 'reboot'], description: 'argv run by a confirmed reboot (no shell)' }),
+        shutdownCommand: Type.Array(Type.String(), { minItems: 1, default: ['systemctl', 'poweroff'], description: 'argv run by a confirmed shutdown (no shell)' }),
+        restartExitCode: Type.Integer({ minimum: 1, maximum: 255, default: 75, description: 'Exit code of a primary restart, so the service manager starts it again' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    organizations: Type.Object(
+      {
+        graceMs: Ms(60_000, 'After the last WebSocket of an organization closes, how long until it is inactive'),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    ipc: Type.Object(
+      {
+        maxEnvelopeBytes: Type.Integer({ minimum: 1024, maximum: 16 * 1024 * 1024, default: 1024 * 1024, description: 'Largest envelope accepted (serialized JSON)' }),
+        requestTimeoutMs: Ms(5_000, 'Default time request() waits for replies'),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     metrics: Type.Object(
       {
         public: Type.Boolean({ default: false, description: 'Serve /metrics without a key' }),

@@ -1,0 +1,103 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
+import { StoreError } from '../errors.js';
+
+/**
+ * better-sqlite3 is synchronous, so SQLite's busy handler blocks the event loop while it waits for the write
+ * lock. Keep that wait short and do longer waits as async retries (`withBusyRetry`), which let the process
+ * keep serving while another process holds the lock.
+ */
+const BUSY_TIMEOUT_MS = 200;
+const RETRY_BUDGET_MS = 30_000;
+const SCHEMA_VERSION = 1;
+
+/**
+ * One table holds every collection's documents as JSON text (`seq` keeps insertion order for scans).
+ * Unique indexes live in a side table rather than in SQLite expression indexes, because a MongoDB unique index
+ * is multikey: `organizations.hosts` must make each host in the array unique, which an index on
+ * `json_extract(doc, '$.hosts')` (the whole array as one value) cannot express. Index definitions and
+ * per-collection write counters are tables too, so every process sharing the file sees the same ones.
+ */
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS documents (
+  seq INTEGER PRIMARY KEY,
+  collection TEXT NOT NULL,
+  id TEXT NOT NULL,
+  doc TEXT NOT NULL,
+  UNIQUE (collection, id)
+);
+CREATE INDEX IF NOT EXISTS documents_by_collection ON documents (collection, seq);
+CREATE TABLE IF NOT EXISTS unique_keys (
+  collection TEXT NOT NULL,
+  index_name TEXT NOT NULL,
+  key TEXT NOT NULL,
+  doc_id TEXT NOT NULL,
+  PRIMARY KEY (collection, index_name, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS unique_keys_by_document ON unique_keys (collection, doc_id);
+CREATE TABLE IF NOT EXISTS index_definitions (
+  collection TEXT NOT NULL,
+  name TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  PRIMARY KEY (collection, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS collection_versions (
+  collection TEXT PRIMARY KEY,
+  version INTEGER NOT NULL
+) WITHOUT ROWID;
+`;
+
+export function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
+}
+
+export function isConstraint(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_CONSTRAINT');
+}
+
+/**
+ * Runs `operation` (a synchronous SQLite call), retrying while another connection holds the lock, with a
+ * jittered backoff; only a lock held past the whole budget reaches the caller.
+ */
+export async function withBusyRetry<T>(operation: () => T, budgetMs = RETRY_BUDGET_MS): Promise<T> {
+  const started = Date.now();
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return operation();
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+      if (Date.now() - started > budgetMs) throw new StoreError('the database stayed locked by another process', 'store_busy', { cause: error });
+      await sleep(Math.min(100, 2 ** attempt) + Math.random() * 10);
+    }
+  }
+}
+
+/** Opens (creating when needed) the SQLite file in WAL mode, safe for many processes at once. */
+export async function openDatabase(file: string): Promise<Database.Database> {
+  mkdirSync(path.dirname(file), { recursive: true });
+  const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  try {
+    // WAL lets readers run while one process writes; switching to it needs a moment of exclusive access, which
+    // another process opening the same new file may hold, hence the retry.
+    await withBusyRetry(() => db.pragma('journal_mode = WAL'));
+    // NORMAL in WAL mode never corrupts the file; a power loss may drop the last commits, not an app crash.
+    db.pragma('synchronous = NORMAL');
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version > SCHEMA_VERSION) throw new StoreError(`${file} was written by a newer version of fleetplane (schema ${version})`, 'schema_too_new');
+    await withBusyRetry(() =>
+      db.transaction(() => {
+        db.exec(SCHEMA);
+        db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      }).immediate(),
+    );
+    return db;
+  } catch (error) {
+    db.close();
+    if (error instanceof StoreError) throw error;
+    throw new StoreError(`cannot open the embedded store at ${file}: ${(error as Error).message}`, 'store_unavailable', { cause: error });
+  }
+}
