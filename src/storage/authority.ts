@@ -1,0 +1,178 @@
+import type { WorkerEndpoint } from '../runtime/channels.js';
+import { ClusterStorage, type StorageLog } from './cluster-storage.js';
+import { StorageError } from './errors.js';
+import { checkKey, toStoredValue, type JsonValue } from './json-value.js';
+import { STORAGE_CHANNEL, isWorkerRequest, requestIdOf, type PrimaryMessage, type StorageMutation, type WorkerRequest } from './messages.js';
+
+/** The part of `PrimaryChannels` the authority uses. */
+export interface AuthorityChannels {
+  on(channel: string, handler: (from: WorkerEndpoint, payload: unknown) => void): void;
+  send(endpoint: WorkerEndpoint, channel: string, payload: unknown): boolean;
+  onDisconnect(listener: (endpoint: WorkerEndpoint) => void): void;
+}
+
+type MutationDraft =
+  | { kind: 'set'; key: string; value: JsonValue }
+  | { kind: 'delete'; key: string }
+  | { kind: 'clear' };
+
+interface Outcome {
+  /** The authority's revision after the operation: the caller's replica must reach it before resolving. */
+  revision: number;
+  result: number | boolean;
+  /** The writer's copy of the mutation carried the answer; no separate reply is needed. */
+  answered: boolean;
+}
+
+/** The worker request a mutation answers, if it came from a worker. */
+interface Writer {
+  endpoint: WorkerEndpoint;
+  requestId: number;
+}
+
+/**
+ * SPEC 4.2, primary side: the one copy that decides. Mutations — from workers in arrival order, from the
+ * primary in call order — are applied one at a time, each numbered with the next revision and sent to every
+ * synced worker; the writer's copy carries the answer to its request (a no-op gets a plain reply, sent after
+ * every earlier mutation on the same ordered channel), so the writer's replica reflects the write when it
+ * hears back.
+ */
+export class StorageAuthority extends ClusterStorage {
+  /** Workers that received a snapshot; only they get mutations, which follow that snapshot on their channel. */
+  private readonly subscribers = new Set<WorkerEndpoint>();
+  private readonly queue: Array<() => void> = [];
+  private draining = false;
+
+  constructor(
+    private readonly channels: AuthorityChannels,
+    log: StorageLog,
+  ) {
+    super(log);
+    channels.on(STORAGE_CHANNEL, (from, payload) => this.receive(from, payload));
+    channels.onDisconnect((endpoint) => this.subscribers.delete(endpoint));
+  }
+
+  async set(key: string, value: JsonValue): Promise<number> {
+    checkKey(key);
+    const stored = toStoredValue(value);
+    return (await this.commit({ kind: 'set', key, value: stored })).result as number;
+  }
+
+  async delete(key: string): Promise<boolean> {
+    checkKey(key);
+    return (await this.commit({ kind: 'delete', key })).result as boolean;
+  }
+
+  async clear(): Promise<boolean> {
+    return (await this.commit({ kind: 'clear' })).result as boolean;
+  }
+
+  protected readable(): void {}
+
+  private commit(draft: MutationDraft): Promise<Outcome> {
+    return new Promise((resolve, reject) =>
+      this.inOrder(() => {
+        try {
+          resolve(this.process(draft));
+        } catch (error) {
+          reject(error);
+        }
+      }),
+    );
+  }
+
+  /**
+   * Runs `step` after every step already queued. A listener that writes from inside an event is queued
+   * behind the mutation being emitted, so every process sees the two in the same order and every listener
+   * sees the entries as of the event's revision.
+   */
+  private inOrder(step: () => void): void {
+    this.queue.push(step);
+    if (this.draining) return;
+    this.draining = true;
+    for (let next = this.queue.shift(); next; next = this.queue.shift()) {
+      try {
+        next();
+      } catch (error) {
+        this.log.error({ err: error }, 'storage step failed');
+      }
+    }
+    this.draining = false;
+  }
+
+  private process(draft: MutationDraft, writer?: Writer): Outcome {
+    if (draft.kind === 'delete' && !this.entries.has(draft.key)) return { revision: this.revision, result: false, answered: false };
+    if (draft.kind === 'clear' && this.entries.size === 0) return { revision: this.revision, result: false, answered: false };
+    const mutation = { ...draft, revision: this.revision + 1 } as StorageMutation;
+    const applied = this.apply(mutation);
+    const message: PrimaryMessage = { type: 'mutation', mutation };
+    let answered = false;
+    for (const endpoint of this.subscribers) {
+      // The writer's copy doubles as the answer: one message fewer per write, and it cannot overtake the change.
+      if (endpoint === writer?.endpoint) answered = this.channels.send(endpoint, STORAGE_CHANNEL, { ...message, replyTo: writer.requestId });
+      else this.channels.send(endpoint, STORAGE_CHANNEL, message);
+    }
+    this.emitApplied(applied);
+    return { revision: mutation.revision, result: draft.kind === 'set' ? mutation.revision : true, answered };
+  }
+
+  private receive(from: WorkerEndpoint, payload: unknown): void {
+    // This runs in the primary's message handler: nothing a worker sends may throw out of it.
+    try {
+      if (!isWorkerRequest(payload)) {
+        this.log.warn({ worker: from.workerId, pid: from.pid }, 'malformed storage message from a worker');
+        const id = requestIdOf(payload);
+        if (id !== undefined) this.replyError(from, id, new StorageError('E_STORAGE_BAD_MESSAGE', 'malformed storage request'));
+        return;
+      }
+      this.serve(from, payload);
+    } catch (error) {
+      this.log.error({ err: error, worker: from.workerId }, 'storage request failed');
+      const id = requestIdOf(payload);
+      if (id !== undefined) this.replyError(from, id, error instanceof StorageError ? error : new StorageError('E_STORAGE_INTERNAL', 'storage request failed'));
+    }
+  }
+
+  private serve(from: WorkerEndpoint, request: WorkerRequest): void {
+    if (request.op === 'sync') {
+      this.inOrder(() => {
+        this.subscribers.add(from);
+        this.send(from, { type: 'snapshot', id: request.id, revision: this.revision, entries: [...this.entries] });
+      });
+      return;
+    }
+    let draft: MutationDraft;
+    try {
+      draft = this.draftFrom(request);
+    } catch (error) {
+      if (!(error instanceof StorageError)) throw error;
+      this.replyError(from, request.id, error);
+      return;
+    }
+    this.inOrder(() => {
+      const { revision, result, answered } = this.process(draft, { endpoint: from, requestId: request.id });
+      if (!answered) this.send(from, { type: 'reply', id: request.id, ok: true, revision, result });
+    });
+  }
+
+  private draftFrom(request: Exclude<WorkerRequest, { op: 'sync' }>): MutationDraft {
+    switch (request.op) {
+      case 'set':
+        checkKey(request.key);
+        return { kind: 'set', key: request.key, value: toStoredValue(request.value) };
+      case 'delete':
+        checkKey(request.key);
+        return { kind: 'delete', key: request.key };
+      case 'clear':
+        return { kind: 'clear' };
+    }
+  }
+
+  private replyError(to: WorkerEndpoint, id: number, error: StorageError): void {
+    this.send(to, { type: 'reply', id, ok: false, error: { code: error.code, message: error.message } });
+  }
+
+  private send(to: WorkerEndpoint, message: PrimaryMessage): void {
+    this.channels.send(to, STORAGE_CHANNEL, message);
+  }
+}

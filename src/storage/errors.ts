@@ -1,0 +1,25 @@
+export const STORAGE_ERROR_CODES = [
+  'E_STORAGE_KEY_INVALID',
+  'E_STORAGE_KEY_TOO_LONG',
+  'E_STORAGE_VALUE_NOT_JSON',
+  'E_STORAGE_VALUE_TOO_LARGE',
+  'E_STORAGE_VALUE_TOO_DEEP',
+  'E_STORAGE_BAD_MESSAGE',
+  'E_STORAGE_TIMEOUT',
+  'E_STORAGE_UNAVAILABLE',
+  'E_STORAGE_INTERNAL',
+] as const;
+
+export type StorageErrorCode = (typeof STORAGE_ERROR_CODES)[number];
+
+/** Every failure of the cluster storage, in the calling process, whichever process detected it. */
+export class StorageError extends Error {
+  override readonly name = 'StorageError';
+  constructor(
+    readonly code: StorageErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
