@@ -4,9 +4,11 @@ import { readFileSync } from 'node:fs';
 import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from './src/logging/logger.js';
+import { lazyChildLogger } from './src/logging/lazy-child.js';
 import type { AppHost } from './src/runtime/app-host.js';
 import errors from './plugins/errors.js';
 import services, { type ServerContext } from './plugins/services.js';
+import authorize from './plugins/authorize.js';
 import health from './routes/health.js';
 import metrics from './routes/metrics.js';
 
@@ -34,8 +36,12 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   const app = Fastify({
     loggerInstance: options.logger || undefined,
     logger: options.logger === false ? false : undefined,
+    childLoggerFactory: lazyChildLogger as never,
     logController: new LogController({ disableRequestLogging: !config.log.requests }),
     bodyLimit: 1024 * 1024,
+    // Unknown fields are errors that name the field, and types are never coerced: what a caller sends is
+    // what is validated.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     return503OnClosing: false,
@@ -51,6 +57,7 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
 
   await app.register(errors);
   await app.register(services, { server: options.server });
+  await app.register(authorize);
   await app.register(health);
   await app.register(metrics);
   if (options.extend) await app.register(options.extend);

@@ -2,8 +2,11 @@
 import { ConfigError } from '../src/config/errors.js';
 import { CliError, MAIN_USAGE } from './usage.js';
 import { start } from './start.js';
+import { init } from './init.js';
+import { keys } from './keys.js';
+import { ctl } from './ctl.js';
 
-const commands: Record<string, (argv: string[]) => Promise<void>> = { start };
+const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl };
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;

@@ -4,6 +4,7 @@ import { Fleetplane } from '../index.js';
 import { loadConfig } from '../src/config/load.js';
 import { ListenError } from '../src/runtime/listeners.js';
 import { CliError } from './usage.js';
+import { autoInitialize } from './init.js';
 
 export const START_USAGE = `Usage: fleetplane start [options]
 
@@ -48,6 +49,7 @@ export async function start(argv: string[]): Promise<void> {
   };
   // Workers take the primary's resolved config; only the primary reads files, env and flags.
   const loaded = cluster.isWorker ? undefined : loadConfig({ flags });
+  if (loaded) await autoInitialize(loaded.config);
   try {
     await Fleetplane.init(loaded, { flags });
   } catch (error) {

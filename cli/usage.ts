@@ -14,5 +14,8 @@ export const MAIN_USAGE = `Usage: fleetplane <command> [options]
 
 Commands:
   start      boot the server (primary + workers)
+  init       create the first organization and an admin key
+  keys       create, list or revoke keys
+  ctl        send a control envelope to a running server
 
 Run "fleetplane <command> --help" for a command's options.`;

@@ -14,6 +14,22 @@ const CODES: Record<number, string> = {
   503: 'unavailable',
 };
 
+/** The first schema violation, naming the field: `worker: must be integer`, `wroker: unknown field`. */
+export function validationMessage(error: FastifyError): string {
+  const [first] = error.validation!;
+  const params = (first!.params ?? {}) as { additionalProperty?: string; missingProperty?: string };
+  let field = (first!.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.');
+  let message = first!.message ?? 'is invalid';
+  if (first!.keyword === 'additionalProperties' && params.additionalProperty) {
+    field = field ? `${field}.${params.additionalProperty}` : params.additionalProperty;
+    message = 'unknown field';
+  } else if (first!.keyword === 'required' && params.missingProperty) {
+    field = field ? `${field}.${params.missingProperty}` : params.missingProperty;
+    message = 'is required';
+  }
+  return `${field || error.validationContext || 'request'}: ${message}`;
+}
+
 /**
  * One error shape for every route: `{ error: { code, message } }` with the status code kept. Only 4xx
  * answers expose their message; a 5xx says nothing about internals and is logged in full instead.
@@ -25,8 +41,10 @@ const errors: FastifyPluginAsync = async (app) => {
       request.log.error({ err: error }, 'request failed');
       return reply.code(status).header('cache-control', 'no-store').send({ error: { code: status === 503 ? 'unavailable' : 'internal', message: 'internal error' } });
     }
-    const code = error.validation ? 'invalid_request' : (CODES[status] ?? 'bad_request');
-    return reply.code(status).header('cache-control', 'no-store').send({ error: { code, message: error.message } });
+    if (error.validation?.length) {
+      return reply.code(400).header('cache-control', 'no-store').send({ error: { code: 'invalid_request', message: validationMessage(error) } });
+    }
+    return reply.code(status).header('cache-control', 'no-store').send({ error: { code: CODES[status] ?? 'bad_request', message: error.message } });
   });
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).header('cache-control', 'no-store').send({ error: { code: 'not_found', message: `no route for ${request.method} ${request.url.split('?')[0]}` } });

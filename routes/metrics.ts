@@ -2,8 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { ErrorReply } from '../schemas/common.js';
 
-/** Prometheus text aggregated over the primary and every worker. */
+/** Prometheus text aggregated over the primary and every worker; a key with `metrics.read` unless public. */
 const metrics: FastifyPluginAsyncTypebox = async (app) => {
+  const open = app.fleetplane.config.metrics.public;
   app.get(
     '/metrics',
     {
@@ -12,12 +13,10 @@ const metrics: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Prometheus metrics of the whole server',
         response: { 200: Type.String(), 403: ErrorReply },
       },
+      ...(open ? {} : { preHandler: app.requirePermission('metrics.read') }),
     },
     async (_request, reply) => {
       reply.header('cache-control', 'no-store');
-      if (!app.fleetplane.config.metrics.public) {
-        return reply.code(403).send({ error: { code: 'forbidden', message: 'metrics need a key with metrics.read (or metrics.public: true)' } });
-      }
       const text = await app.fleetplane.metricsText();
       return reply.type('text/plain; version=0.0.4; charset=utf-8').send(text);
     },

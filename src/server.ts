@@ -1,4 +1,6 @@
 import cluster from 'node:cluster';
+import { mkdirSync, unlinkSync } from 'node:fs';
+import { controlSocketPath, listenControlSocket } from './control/socket.js';
 import type { DestinationStream } from 'pino';
 import { loadConfig, type ConfigFlags, type LoadedConfig } from './config/load.js';
 import type { FleetplaneConfig, ResolvedConfig } from './config/schema.js';
@@ -10,8 +12,15 @@ import { WorkerRuntime } from './runtime/worker.js';
 import type { AppHost } from './runtime/app-host.js';
 import { resolveServerId } from './runtime/identity.js';
 import { PrimaryChannels, type WorkerEndpoint } from './runtime/channels.js';
+import { StorageAuthority, StorageReplica, type ClusterStorage } from './storage/index.js';
+import type { HandlerRegistry, IpcHandler, RequestResult } from './ipc/handlers.js';
+import type { ServerState } from './state/state.js';
+import { attachPrimaryServices, attachWorkerServices, type OrganizationPresence } from './services.js';
 import type { RestartWorkersOptions } from './runtime/fleet.js';
 import type { ServerStatus, WorkerStatus } from './runtime/status.js';
+import type { Store } from './db/types.js';
+import type { Authorizer } from './auth/authorize.js';
+import { openDataServices } from './auth/services.js';
 
 export type AppFactory = (server: Server) => Promise<AppHost>;
 
@@ -28,11 +37,6 @@ export interface InitOptions {
   logDestination?: DestinationStream;
 }
 
-export interface WorkerStateTarget {
-  /** In the primary: the worker number to act on (default: every worker). */
-  worker?: number;
-}
-
 type Listener<E extends ServerEventName> = (payload: ServerEvents[E]) => void;
 
 /**
@@ -41,11 +45,23 @@ type Listener<E extends ServerEventName> = (payload: ServerEvents[E]) => void;
  */
 export class Server extends SafeEmitter {
   readonly isPrimary: boolean;
-  readonly state: {
-    readonly status: ServerStatus | WorkerStatus;
-    cordon(value: boolean, target?: WorkerStateTarget): Promise<unknown>;
-    drain(value: boolean, target?: WorkerStateTarget): Promise<unknown>;
-  };
+  /** SPEC 4: storage shared by every process of this server (primary: the authority; worker: a replica). */
+  storage!: ClusterStorage;
+  /** Alias of `storage`. */
+  get store(): ClusterStorage {
+    return this.storage;
+  }
+  /** SPEC 7: this process's store (embedded SQLite or MongoDB). */
+  db!: Store;
+  /** SPEC 8: request authorization over `db`. */
+  authorize!: Authorizer;
+  /** SPEC 3: cordon, drain, shed, restart, reboot, shutdown. */
+  state!: ServerState;
+  /** SPEC 5.5: where request handlers report the organizations they serve. */
+  organizations!: OrganizationPresence;
+  private handlers!: HandlerRegistry;
+  private sendEnvelope!: (envelope: unknown) => Promise<void>;
+  private requestEnvelope!: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
   private primary?: PrimaryRuntime;
   private worker?: WorkerRuntime;
 
@@ -58,15 +74,36 @@ export class Server extends SafeEmitter {
   ) {
     super((event, error) => log.error({ err: error, event }, 'event listener failed'));
     this.isPrimary = workerId === 0 || !cluster.isWorker;
-    const server = this;
-    this.state = {
-      get status() {
-        return server.status;
-      },
-      cordon: (value, target) =>
-        this.primary ? this.primary.setWorkerState('cordon', value, target?.worker) : Promise.resolve(this.worker!.cordon(value)),
-      drain: (value, target) => (this.primary ? this.primary.setWorkerState('drain', value, target?.worker) : this.worker!.drain(value)),
-    };
+  }
+
+  /** @internal */
+  attachServices(services: {
+    handlers: HandlerRegistry;
+    state: ServerState;
+    send: (envelope: unknown) => Promise<void>;
+    request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
+    organizations: OrganizationPresence;
+  }): void {
+    this.handlers = services.handlers;
+    this.state = services.state;
+    this.sendEnvelope = services.send;
+    this.requestEnvelope = services.request;
+    this.organizations = services.organizations;
+  }
+
+  /** SPEC 5.1: deliver an envelope to its targets (validated now; delivery is not awaited). */
+  send(envelope: unknown): Promise<void> {
+    return this.sendEnvelope(envelope);
+  }
+
+  /** SPEC 5.1: deliver and gather one reply per target; targets silent past `timeoutMs` are listed as missing. */
+  request(envelope: unknown, options: { timeoutMs?: number } = {}): Promise<RequestResult> {
+    return this.requestEnvelope(envelope, options.timeoutMs);
+  }
+
+  /** Registers this process's handler of `method` (replaces an earlier one, built-ins included). */
+  handle(method: string, handler: IpcHandler): void {
+    this.handlers.handle(method, handler);
   }
 
   override on<E extends ServerEventName>(event: E, listener: Listener<E>): this;
@@ -170,7 +207,9 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
   for (const warning of [...loaded.warnings, ...(decision.warning ? [decision.warning] : [])]) log.warn(warning);
 
   const server = new Server(serverId, 0, decision.count, resolved, log);
+  Object.assign(server, await openDataServices(resolved, log.child({ component: 'authorize' })));
   const channels = new PrimaryChannels();
+  server.storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   const local = decision.count === 0 ? inProcessWorker(server, channels) : undefined;
   const primary = new PrimaryRuntime({
     config: resolved,
@@ -183,8 +222,26 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
     local: local ? { runtime: local, build: () => options.app(server) } : undefined,
   });
   server.bind({ primary, worker: local });
+  attachPrimaryServices(server, primary, channels, local);
+  mkdirSync(resolved.dataDir, { recursive: true, mode: 0o700 });
+  const control = await listenControlSocket(resolved.dataDir, log, (envelope, timeoutMs) => server.request(envelope, { timeoutMs }));
+  const removeSocket = () => {
+    control.close();
+    try {
+      unlinkSync(controlSocketPath(resolved.dataDir));
+    } catch {
+      // already gone
+    }
+  };
+  process.once('exit', removeSocket);
+  primary.onShutdown(removeSocket);
   if (options.handleSignals ?? true) primary.installSignalHandlers();
-  await primary.start();
+  try {
+    await primary.start();
+  } catch (error) {
+    removeSocket();
+    throw error;
+  }
   log.info({ ports: primary.ports, workers: decision.count, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
   return server;
 }
@@ -195,8 +252,11 @@ async function initWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise
   const serverId = env[INTERNAL_ENV.serverId]!;
   const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
   const server = new Server(serverId, workerId, Number(env[INTERNAL_ENV.total]), resolved, log);
+  Object.assign(server, await openDataServices(resolved, log.child({ component: 'authorize' })));
   const runtime = new WorkerRuntime(resolved, workerId, log, server);
+  server.storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
   server.bind({ worker: runtime });
+  attachWorkerServices(server, runtime);
   await runtime.bind();
   runtime.attach(await options.app(server));
   return server;

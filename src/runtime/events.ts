@@ -22,6 +22,8 @@ export interface ServerEvents {
   'restart:complete': { workers: number[]; reason: string; durationMs: number };
   'shutdown:start': { signal: string };
   'shutdown:complete': { signal: string; durationMs: number };
+  'organization.active': { organization_id: string };
+  'organization.inactive': { organization_id: string };
   status_change: { worker?: number; oldStatus: WorkerStatus | string; newStatus: WorkerStatus | string };
 }
 

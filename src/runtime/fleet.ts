@@ -27,6 +27,10 @@ export interface WorkerRecord {
   beats: BeatHistory;
   /** Why this worker is being taken out (recycle, rolling restart, shutdown); its exit is then graceful. */
   retiring?: RecycleReason | 'shutdown';
+  /** A replacement is booting; this worker keeps serving until it is ready. */
+  replacing?: RecycleReason;
+  /** Sockets sent to this worker whose hand-off has not completed, with how to re-route each. */
+  handOffs: Map<Socket, () => void>;
   acked: boolean;
   exited: Promise<void>;
   ready: Promise<boolean>;
@@ -138,9 +142,22 @@ export class Fleet {
 
   handOff(record: WorkerRecord, socket: Socket, secure: boolean, onFailure: () => void): void {
     const message: PrimaryToWorker = { fp: 'conn', secure };
+    record.handOffs.set(socket, onFailure);
     record.worker.send(message, socket, { keepOpen: false }, (error) => {
+      record.handOffs.delete(socket);
       if (error) onFailure();
     });
+  }
+
+  /**
+   * Node sends one handle at a time and queues the rest; when the worker dies, queued sockets are neither
+   * sent nor closed and their callbacks never run. They are still ours: give them to another worker.
+   */
+  private rerouteUnsent(record: WorkerRecord): void {
+    for (const [socket, reroute] of record.handOffs) {
+      if (!socket.destroyed && (socket as Socket & { _handle?: unknown })._handle) reroute();
+    }
+    record.handOffs.clear();
   }
 
   fleetHealth() {
@@ -200,6 +217,7 @@ export class Fleet {
       lastBeatAt: now,
       beats: { laggyBeats: 0 },
       acked: false,
+      handOffs: new Map(),
       ready: new Promise((resolve) => (markReady = resolve)),
       exited: new Promise((resolve) => (markExited = resolve)),
       rpc: new RpcChannel((message) => worker.send(message)),
@@ -278,7 +296,7 @@ export class Fleet {
     record.lastBeatAt = this.deps.clock.now();
     record.health = { rss: beat.rss, heapUsed: beat.heapUsed, lagMs: beat.lagMs };
     this.deps.events.emitSafe('worker:health', { workerId: record.slot, pid: record.pid, rss: beat.rss, heapUsed: beat.heapUsed, eventLoopLagMs: beat.lagMs });
-    if (record.retiring || this.stopping) return;
+    if (record.retiring || record.replacing || this.stopping) return;
     const verdict = judgeBeat(this.policy(), record.beats, beat);
     if (verdict.recycle) {
       this.deps.log.warn({ worker: record.slot, pid: record.pid, detail: verdict.detail }, 'recycling worker');
@@ -297,7 +315,7 @@ export class Fleet {
     this.cancelWedgedCheck = this.deps.clock.setTimeout(() => {
       const now = this.deps.clock.now();
       for (const record of this.records) {
-        if (record.retiring || record.readyAt === undefined) continue;
+        if (record.retiring || record.replacing || record.readyAt === undefined) continue;
         const silentMs = wedgedFor(this.policy(), record.lastBeatAt, now);
         if (silentMs > 0) {
           this.deps.events.emitSafe('worker:wedged', { workerId: record.slot, pid: record.pid, silentMs });
@@ -315,10 +333,14 @@ export class Fleet {
     record.cancelAge = this.deps.clock.setTimeout(() => void this.recycle(record, 'maxAge'), maxAgeMs);
   }
 
-  /** Replacement first: fork the new worker, wait until it is ready, then retire the old one. */
+  /**
+   * Replacement first: fork the new worker and wait until it is ready while the old one keeps serving (a
+   * wedged worker cannot, so it leaves rotation at once), then retire the old one.
+   */
   async recycle(record: WorkerRecord, reason: RecycleReason): Promise<void> {
-    if (record.retiring || this.stopping) return;
-    record.retiring = reason;
+    if (record.retiring || record.replacing || this.stopping) return;
+    record.replacing = reason;
+    if (reason === 'wedged') record.retiring = reason;
     record.cancelAge?.();
     this.deps.metrics.recycles.inc({ reason });
     this.deps.events.emitSafe('worker:recycle', { workerId: record.slot, pid: record.pid, reason });
@@ -332,9 +354,11 @@ export class Fleet {
     }
     if (!replacementReady && reason !== 'wedged' && reason !== 'restart') {
       this.deps.log.warn({ worker: record.slot, reason }, 'replacement did not become ready: keeping the old worker');
+      record.replacing = undefined;
       record.retiring = undefined;
       return;
     }
+    if (this.stopping) return;
     await this.retire(record, reason);
   }
 
@@ -386,7 +410,7 @@ export class Fleet {
     const reason = options.reason ?? 'restart';
     const started = this.deps.clock.now();
     if (options.env) this.envOverlay = { ...this.envOverlay, ...options.env };
-    const selected = this.records.filter((record) => !record.retiring && (options.filter?.(record.slot) ?? true));
+    const selected = this.records.filter((record) => !record.retiring && !record.replacing && (options.filter?.(record.slot) ?? true));
     const slots = selected.map((record) => record.slot);
     this.deps.events.emitSafe('restart:start', { workers: slots, reason });
     // A roll is the remedy for quarantine and for a tripped breaker: every slot gets a fresh boot.
@@ -436,7 +460,9 @@ export class Fleet {
     record.cancelAge?.();
     record.rpc.closeAll(`worker ${record.slot} exited`);
     this.deps.channels.disconnected(record.endpoint);
-    const graceful = record.retiring !== undefined || this.stopping;
+    this.rerouteUnsent(record);
+    // A worker whose replacement is already booting needs no restart of its own.
+    const graceful = record.retiring !== undefined || record.replacing !== undefined || this.stopping;
     this.setStatus(record, 'stopped');
     this.deps.events.emitSafe('worker:exit', { workerId: record.slot, pid: record.pid, code, signal, graceful });
     this.updateCapacity();

@@ -128,7 +128,21 @@ export class PrimaryRuntime {
     });
   }
 
+  /** Calls workers may make of the primary, for subsystems composed on top of the runtime. */
+  handleWorkerRpc(method: string, handler: (params: unknown, from: WorkerRecord) => unknown): void {
+    this.workerRpc.set(method, handler);
+    for (const record of this.fleet?.records ?? []) record.rpc.handle(method, (params) => handler(params, record));
+  }
+
+  private readonly workerRpc = new Map<string, (params: unknown, from: WorkerRecord) => unknown>();
+
   private configureWorkerRpc(rpc: RpcChannel, record: WorkerRecord): void {
+    for (const [method, handler] of this.workerRpc) rpc.handle(method, (params) => handler(params, record));
+    rpc.handle('primary.recycleWorker', () => {
+      // Answer first: the caller is the worker being replaced.
+      setImmediate(() => void this.fleet?.recycle(record, 'restart'));
+      return { recycling: record.slot };
+    });
     rpc.handle('primary.metrics', () => this.metricsText());
     rpc.handle('primary.restartWorkers', (params) => {
       const reason = typeof (params as { reason?: unknown })?.reason === 'string' ? (params as { reason: string }).reason : `requested by worker ${record.slot}`;

@@ -1,0 +1,76 @@
+// IPC benchmark: raw `process.send` ping-pong RTT vs `server.request` to one worker (goal: p50 ≤ 1.5× raw),
+// same process pair, alternating, several rounds. Writes bench/results/ipc.{json,md}.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '..');
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+const dataDir = mkdtempSync(path.join(tmpdir(), 'fleetplane-bench-ipc-'));
+const config = { workers: 1, dataDir, http: { port: 0, host: '127.0.0.1' }, log: { level: 'error' }, health: { heartbeatMs: 0 } };
+const child = spawn(process.execPath, [path.join(root, 'bench', 'fixtures', 'ipc-server.mjs')], {
+  env: { ...process.env, BENCH_CONFIG: JSON.stringify(config), BENCH_ROUNDS: '5' },
+  stdio: ['ignore', 'pipe', 'inherit'],
+  detached: true,
+});
+const killGroup = () => {
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // gone
+  }
+};
+process.on('exit', killGroup);
+const timer = setTimeout(() => {
+  console.error('ipc bench timed out');
+  killGroup();
+  process.exit(1);
+}, 180_000);
+
+let output = '';
+child.stdout.on('data', (chunk) => (output += chunk));
+await new Promise((resolve) => child.on('exit', resolve));
+clearTimeout(timer);
+const line = output.split('\n').find((entry) => entry.startsWith('{"results"'));
+if (!line) throw new Error(`no results from the fixture:\n${output}`);
+const { results } = JSON.parse(line);
+
+const ratios = results.map((round) => round.request.p50Us / round.raw.p50Us);
+const summary = {
+  name: 'ipc',
+  date: new Date().toISOString(),
+  node: process.version,
+  method: 'one worker; sequential round trips (2000 per round) and 64 in flight (8000 per round); raw process.send ping-pong vs server.request({ worker: 1 }); 5 alternating rounds; medians',
+  rounds: results,
+  median: {
+    rawP50Us: median(results.map((round) => round.raw.p50Us)),
+    rawP99Us: median(results.map((round) => round.raw.p99Us)),
+    requestP50Us: median(results.map((round) => round.request.p50Us)),
+    requestP99Us: median(results.map((round) => round.request.p99Us)),
+    rawSequentialPerSecond: median(results.map((round) => round.raw.perSecond)),
+    requestSequentialPerSecond: median(results.map((round) => round.request.perSecond)),
+    rawConcurrentPerSecond: median(results.map((round) => round.rawConcurrent.perSecond)),
+    requestConcurrentPerSecond: median(results.map((round) => round.requestConcurrent.perSecond)),
+  },
+  goals: [{ figure: 'request p50 RTT / raw p50 RTT', value: median(ratios), goal: '<= 1.5', met: median(ratios) <= 1.5 }],
+};
+const m = summary.median;
+const fmt = (value) => Math.round(value).toLocaleString('en-US');
+const markdown = `# IPC round trips (one worker)
+
+| figure | raw process.send | server.request |
+|---|---|---|
+| RTT p50 (µs) | ${fmt(m.rawP50Us)} | ${fmt(m.requestP50Us)} |
+| RTT p99 (µs) | ${fmt(m.rawP99Us)} | ${fmt(m.requestP99Us)} |
+| sequential round trips/s | ${fmt(m.rawSequentialPerSecond)} | ${fmt(m.requestSequentialPerSecond)} |
+| round trips/s, 64 in flight | ${fmt(m.rawConcurrentPerSecond)} | ${fmt(m.requestConcurrentPerSecond)} |
+
+Goal: request p50 ≤ 1.5 × raw p50 — measured ${median(ratios).toFixed(2)}× (${summary.goals[0].met ? 'met' : 'missed'}).
+Method: ${summary.method}. ${summary.date}, Node ${process.version}.
+`;
+mkdirSync(path.join(root, 'bench', 'results'), { recursive: true });
+writeFileSync(path.join(root, 'bench', 'results', 'ipc.json'), `${JSON.stringify(summary, null, 2)}\n`);
+writeFileSync(path.join(root, 'bench', 'results', 'ipc.md'), markdown);
+process.stdout.write(markdown);

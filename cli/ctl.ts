@@ -1,0 +1,146 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../src/config/load.js';
+import { callControlSocket, controlSocketPath } from '../src/control/socket.js';
+import { IpcError, parseEnvelope } from '../src/ipc/envelope.js';
+import type { RequestResult } from '../src/ipc/handlers.js';
+import { CliError } from './usage.js';
+
+export const CTL_USAGE = `Usage: fleetplane ctl <method> [targets] [options]
+
+Send a control envelope to a running server and print the replies.
+
+Targets (at least one):
+  --server ID        a server (repeatable)
+  --worker N         a worker number (repeatable)
+  --master           the primary
+  --broadcast        every worker (of every server when no --server is given)
+  --org ID           only workers serving this organization
+
+Options:
+  --value JSON       the method's argument (envelope "data"), e.g. --value true or --value '["org-1"]'
+  --confirm ID       the server id, required by reboot and shutdown
+  --timeout MS       how long to wait for replies (default 5000)
+  --json             print one JSON object
+  --data-dir DIR     reach the server through <DIR>/control.sock (default: the configured data directory)
+  --config PATH      config file used to find the data directory
+  --url URL --key K  reach the server through POST <URL>/control with a key instead
+  -h, --help         show this help
+
+Methods: status, cordon, drain, shed, restart, reboot, shutdown, and any registered with server.handle().
+Exit code: 0 when every target answered ok, 1 when one failed or was missing, 2 on bad input.`;
+
+export async function ctl(argv: string[]): Promise<void> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    throw new CliError((error as Error).message, 2, CTL_USAGE);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(`${CTL_USAGE}\n`);
+    return;
+  }
+  if (positionals.length !== 1) throw new CliError('give exactly one method, e.g. "fleetplane ctl status --broadcast"', 2, CTL_USAGE);
+  let data: unknown;
+  if (values.value !== undefined) {
+    try {
+      data = JSON.parse(values.value);
+    } catch {
+      throw new CliError(`--value is not JSON: ${values.value}`, 2);
+    }
+  }
+  const numbers = (values.worker ?? []).map((raw) => {
+    if (!/^\d+$/.test(raw)) throw new CliError(`--worker takes a worker number, got "${raw}"`, 2);
+    return Number(raw);
+  });
+  const envelope: Record<string, unknown> = { method: positionals[0] };
+  if (values.server?.length) envelope.server = values.server.length === 1 ? values.server[0] : values.server;
+  if (numbers.length) envelope.worker = numbers.length === 1 ? numbers[0] : numbers;
+  if (values.master) envelope.master = true;
+  if (values.broadcast) envelope.broadcast = true;
+  if (values.org) envelope.organization_id = values.org;
+  if (values.confirm) envelope.confirm = values.confirm;
+  if (data !== undefined) envelope.data = data;
+  const timeoutMs = values.timeout === undefined ? 5_000 : Number(values.timeout);
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 120_000) throw new CliError('--timeout takes milliseconds between 1 and 120000', 2);
+  try {
+    parseEnvelope(envelope);
+  } catch (error) {
+    if (error instanceof IpcError) throw new CliError(error.message, 2);
+    throw error;
+  }
+  if (!['server', 'worker', 'master', 'broadcast', 'organization_id'].some((field) => field in envelope)) {
+    throw new CliError('the envelope names no target: give --server, --worker, --master, --broadcast or --org', 2, CTL_USAGE);
+  }
+  if (Boolean(values.url) !== Boolean(values.key)) throw new CliError('--url and --key go together', 2);
+
+  const result = values.url ? await viaHttp(values.url, values.key!, envelope, timeoutMs) : await viaSocket(values, envelope, timeoutMs);
+  print(result, Boolean(values.json));
+  if (result.missing.length > 0 || result.replies.some((reply) => !reply.ok)) process.exitCode = 1;
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      server: { type: 'string', multiple: true },
+      worker: { type: 'string', multiple: true },
+      master: { type: 'boolean' },
+      broadcast: { type: 'boolean' },
+      org: { type: 'string' },
+      value: { type: 'string' },
+      confirm: { type: 'string' },
+      timeout: { type: 'string' },
+      json: { type: 'boolean' },
+      'data-dir': { type: 'string' },
+      config: { type: 'string' },
+      url: { type: 'string' },
+      key: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}
+
+async function viaSocket(values: ReturnType<typeof parse>['values'], envelope: unknown, timeoutMs: number): Promise<RequestResult> {
+  const { config } = loadConfig({ flags: { config: values.config, dataDir: values['data-dir'] } });
+  let response;
+  try {
+    response = await callControlSocket(controlSocketPath(config.dataDir), { envelope, timeoutMs }, timeoutMs + 5_000);
+  } catch (error) {
+    throw new CliError((error as Error).message, 1);
+  }
+  if (!response.ok) throw new CliError(`${response.error.code}: ${response.error.message}`, response.error.status < 500 ? 2 : 1);
+  return response.result;
+}
+
+async function viaHttp(url: string, key: string, envelope: unknown, timeoutMs: number): Promise<RequestResult> {
+  let response: Response;
+  try {
+    response = await fetch(new URL('/control', url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({ ...(envelope as object), timeoutMs }),
+      signal: AbortSignal.timeout(timeoutMs + 5_000),
+    });
+  } catch (error) {
+    throw new CliError(`cannot reach ${url}: ${(error as Error).message}`, 1);
+  }
+  const body = (await response.json().catch(() => undefined)) as (RequestResult & { error?: { code: string; message: string } }) | undefined;
+  if (!response.ok || !body) throw new CliError(`${response.status} ${body?.error?.code ?? ''}: ${body?.error?.message ?? response.statusText}`, response.status < 500 ? 2 : 1);
+  return body;
+}
+
+function print(result: RequestResult, json: boolean): void {
+  if (json) {
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return;
+  }
+  for (const reply of result.replies) {
+    const who = `${reply.server} ${reply.worker === 0 ? 'primary' : `worker ${reply.worker}`}`;
+    process.stdout.write(reply.ok ? `${who}: ${JSON.stringify(reply.result)}\n` : `${who}: error ${reply.error?.code}: ${reply.error?.message}\n`);
+  }
+  for (const missing of result.missing) process.stdout.write(`${missing.server} ${missing.worker === undefined ? '' : missing.worker === 0 ? 'primary' : `worker ${missing.worker}`}: no answer\n`);
+}

@@ -1,0 +1,120 @@
+import { chmodSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { AlreadyInitializedError, initializeStore, isInitialized } from '../src/auth/bootstrap.js';
+import { normalizeHosts } from '../src/auth/host.js';
+import { localHosts } from '../src/auth/organizations.js';
+import { loadConfig } from '../src/config/load.js';
+import type { ResolvedConfig } from '../src/config/schema.js';
+import { embeddedStorePath, openStore, type StoreConfig } from '../src/db/open.js';
+import type { Store } from '../src/db/types.js';
+import { CliError } from './usage.js';
+
+export const ADMIN_KEY_FILE = 'admin.key';
+
+export const INIT_USAGE = `Usage: fleetplane init [options]
+
+Create the first organization and an admin key, and print the key once.
+
+Options:
+  --org NAME          organization name (default "default")
+  --host HOST         a host name that reaches the organization; repeat for more
+                      (default: localhost, 127.0.0.1, ::1 and this machine's name)
+  --json              print {"organization_id","key_id","key"} as one JSON object
+  --config PATH       config file (default: ./fleetplane.config.json, or FLEETPLANE_CONFIG)
+  --data-dir DIR      data directory (default ./data)
+  -h, --help          show this help`;
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+export const STORE_OPTIONS = {
+  config: { type: 'string' },
+  'data-dir': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies Options;
+
+/** Runs `parse` (a `parseArgs` call), turning its errors into a usage error (exit 2). */
+export function withUsage<T>(usage: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    throw new CliError((error as Error).message, 2, usage);
+  }
+}
+
+export function describeStore(config: StoreConfig): string {
+  return config.mongodb.url ? `MongoDB database "${config.mongodb.database}"` : embeddedStorePath(config);
+}
+
+/** Loads the config like `start` does, opens the store, runs `work`, and always closes the store. */
+export async function withStore<T>(values: { config?: string; 'data-dir'?: string }, work: (store: Store, config: ResolvedConfig) => Promise<T>): Promise<T> {
+  const { config } = loadConfig({ flags: { config: values.config, dataDir: values['data-dir'] } });
+  let store: Store;
+  try {
+    store = await openStore(config);
+  } catch (error) {
+    throw new CliError(`cannot open the store (${describeStore(config)}): ${(error as Error).message}`, 1);
+  }
+  try {
+    return await work(store, config);
+  } finally {
+    await store.close();
+  }
+}
+
+/** `out` is where the command prints (stdout; tests pass their own stream). */
+export async function init(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<void> {
+  const options = { ...STORE_OPTIONS, org: { type: 'string' }, host: { type: 'string', multiple: true } } as const;
+  const { values } = withUsage(INIT_USAGE, () => parseArgs({ args: argv, options, strict: true }));
+  if (values.help) {
+    out.write(`${INIT_USAGE}\n`);
+    return;
+  }
+  const name = values.org ?? 'default';
+  if (name.length === 0 || name.length > 128) throw new CliError('--org must be 1 to 128 characters', 2);
+  const hosts = values.host ? normalizeHosts(values.host) : localHosts();
+  if (!hosts || hosts.length === 0) throw new CliError(`--host must be host names (got ${values.host?.join(', ')})`, 2);
+  await withStore(values, async (store, config) => {
+    let created;
+    try {
+      created = await initializeStore(store, { name, hosts });
+    } catch (error) {
+      if (error instanceof AlreadyInitializedError) {
+        throw new CliError(`the store (${describeStore(config)}) is already initialized; create more keys with "fleetplane keys create"`, 1);
+      }
+      throw error;
+    }
+    if (values.json) {
+      out.write(`${JSON.stringify(created)}\n`);
+      return;
+    }
+    out.write(
+      `Created organization "${name}" (${created.organization_id}) for ${hosts.join(', ')}.\n` +
+        `Admin key ${created.key_id} (shown once, store it now):\n${created.key}\n`,
+    );
+  });
+}
+
+/**
+ * `start` on an empty store: organization "default" for this machine's names and an admin key, written to
+ * `<dataDir>/admin.key` (0600) and printed once to stdout. Never through the logger: the key must not be logged.
+ */
+export async function autoInitialize(config: ResolvedConfig, out: NodeJS.WritableStream = process.stdout): Promise<void> {
+  const store = await openStore(config);
+  try {
+    if (await isInitialized(store)) return;
+    let created;
+    try {
+      created = await initializeStore(store, { name: 'default', hosts: localHosts() });
+    } catch (error) {
+      if (error instanceof AlreadyInitializedError) return;
+      throw error;
+    }
+    const file = path.join(config.dataDir, ADMIN_KEY_FILE);
+    writeFileSync(file, `${created.key}\n`, { mode: 0o600 });
+    chmodSync(file, 0o600);
+    out.write(`fleetplane: created organization "default" (${created.organization_id}) and admin key ${created.key_id}, saved to ${file} (mode 0600):\n${created.key}\n`);
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,78 @@
+import type { TLSSocket } from 'node:tls';
+import fp from 'fastify-plugin';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { AuthorizationRequest, Authorizer } from '../src/auth/authorize.js';
+import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
+import { AuthorizationError } from '../src/auth/errors.js';
+
+export type EnvelopeAuthorizer = Pick<Authorizer, 'request'>;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** SPEC 8.3: the server's authorizer (`server.authorize`). */
+    authorize: EnvelopeAuthorizer;
+    /** preHandler for envelope routes: authorizes the JSON body and exposes it as `request.envelope`. */
+    authorizeEnvelope: preHandlerAsyncHookHandler;
+    /** preHandler for routes without an envelope body (`GET /metrics`): authorizes `{ method }` with the request's key. */
+    requirePermission(method: string): preHandlerAsyncHookHandler;
+  }
+  interface FastifyRequest {
+    /** The authorized envelope (deeply frozen), or null before or without authorization. */
+    readonly envelope: AuthorizedEnvelope | null;
+  }
+}
+
+export interface AuthorizePluginOptions {
+  /** Default: the server object's `authorize`. */
+  authorizer?: EnvelopeAuthorizer;
+}
+
+/** Without an authorization service nothing is authorized: every protected route answers 403. */
+const unavailable: EnvelopeAuthorizer = {
+  request: () => Promise.reject(new AuthorizationError('authorization_unavailable', 'authorization is not available')),
+};
+
+export function authorizationRequest(request: FastifyRequest): AuthorizationRequest {
+  const socket = request.socket as TLSSocket;
+  return {
+    host: request.host,
+    headers: request.headers,
+    socket: { remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, encrypted: socket.encrypted === true },
+  };
+}
+
+/**
+ * Decorates the app with `authorize` and the preHandlers routes share. The authorized envelope is kept outside
+ * the request object and exposed through a getter, so a handler can neither change it nor swap it.
+ */
+const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, options) => {
+  const authorizer = options.authorizer ?? app.fleetplane?.authorize ?? unavailable;
+  const authorized = new WeakMap<FastifyRequest, AuthorizedEnvelope>();
+
+  const run = async (request: FastifyRequest, reply: FastifyReply, envelope: unknown): Promise<FastifyReply | undefined> => {
+    try {
+      authorized.set(request, await authorizer.request(authorizationRequest(request), envelope));
+      return undefined;
+    } catch (error) {
+      const refusal =
+        error instanceof AuthorizationError
+          ? error
+          : new AuthorizationError('authorization_failed', 'the request could not be authorized');
+      if (!(error instanceof AuthorizationError)) request.log.error({ err: error }, 'authorization failed');
+      return reply.code(refusal.statusCode).header('cache-control', 'no-store').send({ error: { code: refusal.code, message: refusal.message } });
+    }
+  };
+
+  app.decorate('authorize', authorizer);
+  app.decorateRequest('envelope', {
+    getter(this: FastifyRequest) {
+      return authorized.get(this) ?? null;
+    },
+  });
+  app.decorate('authorizeEnvelope', async function authorizeEnvelope(request: FastifyRequest, reply: FastifyReply) {
+    return run(request, reply, request.body);
+  });
+  app.decorate('requirePermission', (method: string): preHandlerAsyncHookHandler => async (request, reply) => run(request, reply, { method }));
+};
+
+export default fp(authorize, { name: 'fleetplane-authorize', dependencies: ['fleetplane-services'] });

@@ -1,0 +1,113 @@
+import type { Store } from '../db/types.js';
+import { TenantDirectory, type DirectoryOptions, type KnownKey } from './directory.js';
+import { EnvelopeTooDeepError, envelopeCheck, sanitizeEnvelope, type AuthorizedEnvelope, type Envelope, type SocketIdentity } from './envelope.js';
+import { AuthorizationError } from './errors.js';
+import { normalizeHost } from './host.js';
+import { parseKey, secretMatches } from './keys.js';
+import { isPermitted } from './permissions.js';
+
+/** The transport facts authorization needs; framework-free so HTTP routes and the WebSocket share it. */
+export interface AuthorizationRequest {
+  /** The `Host` header (or `:authority`), port included or not. */
+  host: string | undefined;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  socket?: { remoteAddress?: string; remotePort?: number; encrypted?: boolean };
+}
+
+/** Where denials are reported; never receives a key. */
+export interface AuthorizationLog {
+  info(details: Record<string, unknown>, message: string): void;
+}
+
+export interface AuthorizerOptions extends DirectoryOptions {
+  log?: AuthorizationLog;
+}
+
+const BEARER = /^Bearer ([^\s]+)$/i;
+/** Hashed when the key id is unknown, so a miss costs what a wrong secret costs. */
+const UNKNOWN_KEY_HASH = Buffer.alloc(32);
+
+const deny = (code: string, message: string, statusCode: 400 | 403 = 403) => new AuthorizationError(code, message, statusCode);
+/** The one answer for an unknown key, a wrong secret and another organization's key alike. */
+const invalidKey = () => deny('invalid_key', 'invalid key');
+
+/** The key from `Authorization: Bearer` or the envelope's `apikey`; both present and different is refused. */
+function presentedKey(header: string | string[] | undefined, apikey: unknown): string | undefined {
+  let fromHeader: string | undefined;
+  if (header !== undefined) {
+    const match = typeof header === 'string' ? BEARER.exec(header.trim()) : null;
+    if (!match) throw deny('malformed_authorization', 'the Authorization header must be "Bearer <key>"');
+    fromHeader = match[1];
+  }
+  const fromEnvelope = apikey === null || apikey === undefined ? undefined : apikey;
+  if (fromEnvelope !== undefined && (typeof fromEnvelope !== 'string' || fromEnvelope === '')) throw deny('malformed_key', 'apikey must be a key string');
+  if (fromHeader !== undefined && fromEnvelope !== undefined && fromHeader !== fromEnvelope) {
+    throw deny('conflicting_keys', 'the Authorization header and the envelope carry different keys');
+  }
+  return fromHeader ?? fromEnvelope;
+}
+
+function socketIdentity(socket: AuthorizationRequest['socket']): SocketIdentity | null {
+  if (!socket) return null;
+  return { remoteAddress: socket.remoteAddress ?? null, remotePort: socket.remotePort ?? null, encrypted: socket.encrypted === true };
+}
+
+/**
+ * SPEC 8.3, `server.authorize`: resolves the organization from the host, the key from the request, evaluates
+ * permissions and hands back the sanitized, frozen envelope. Every refusal is an `AuthorizationError`.
+ */
+export class Authorizer {
+  readonly directory: TenantDirectory;
+  private readonly log: AuthorizationLog | undefined;
+
+  constructor(store: Store, options: AuthorizerOptions = {}) {
+    this.directory = new TenantDirectory(store, options);
+    this.log = options.log;
+  }
+
+  async request(request: AuthorizationRequest, envelope: unknown): Promise<AuthorizedEnvelope> {
+    try {
+      return await this.authorize(request, envelope);
+    } catch (error) {
+      if (!(error instanceof AuthorizationError)) throw error;
+      const method = (envelope as Partial<Envelope> | null)?.method;
+      this.log?.info({ code: error.code, method: typeof method === 'string' ? method.slice(0, 200) : undefined }, 'authorization denied');
+      throw error;
+    }
+  }
+
+  close(): void {
+    this.directory.close();
+  }
+
+  private async authorize(request: AuthorizationRequest, envelope: unknown): Promise<AuthorizedEnvelope> {
+    if (!envelopeCheck.Check(envelope)) throw deny('invalid_envelope', 'the envelope must be an object with a "method" such as "object.read"', 400);
+    const host = normalizeHost(request.host);
+    if (!host) throw deny('unknown_host', 'no organization is served on this host');
+    const key = presentedKey(request.headers.authorization, envelope.apikey);
+    const organization = await this.directory.organizationForHost(host);
+    if (!organization) throw deny('unknown_host', 'no organization is served on this host');
+    const known = key === undefined ? undefined : await this.verify(key, organization._id, host);
+    const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
+    if (!permitted) throw deny('permission_denied', `${known ? 'this key' : 'a request without a key'} may not call "${envelope.method}"`);
+    const user = known ? { key_id: known.record._id, name: known.record.name, admin: known.record.admin } : null;
+    try {
+      return sanitizeEnvelope(envelope as Envelope, { organization_id: organization._id, host, user, socket: socketIdentity(request.socket) });
+    } catch (error) {
+      if (error instanceof EnvelopeTooDeepError) throw deny('invalid_envelope', 'the envelope is nested too deeply', 400);
+      throw error;
+    }
+  }
+
+  private async verify(key: string, organizationId: string, host: string): Promise<KnownKey> {
+    const parsed = parseKey(key);
+    if (!parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
+    const known = await this.directory.key(parsed.keyId);
+    const matches = secretMatches(parsed.secret, known?.hash ?? UNKNOWN_KEY_HASH);
+    if (!known || !matches || known.record.organization_id !== organizationId) throw invalidKey();
+    if (known.record.disabled) throw deny('key_revoked', 'this key has been revoked');
+    if (known.expiresAtMs !== undefined && known.expiresAtMs <= Date.now()) throw deny('key_expired', 'this key has expired');
+    if (known.hosts && !known.hosts.has(host)) throw deny('host_not_allowed', 'this key may not be used on this host');
+    return known;
+  }
+}

@@ -1,0 +1,56 @@
+import { hostname } from 'node:os';
+import { Type, type Static } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import type { OrganizationDocument } from '../db/documents.js';
+import { DuplicateKeyError } from '../db/errors.js';
+import { newId } from '../db/ids.js';
+import type { Store } from '../db/types.js';
+import { TenancyError } from './errors.js';
+import { normalizeHost, normalizeHosts } from './host.js';
+import { Permissions, type Permissions as PermissionsMap } from './permission-schema.js';
+
+export const CreateOrganizationInput = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 128 }),
+    hosts: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { minItems: 1, maxItems: 256 }),
+    defaultPermissions: Type.Optional(Permissions),
+  },
+  { additionalProperties: false },
+);
+// `Static` cannot express the restriction objects of `Permissions`; the written-out type stands in for it.
+export type CreateOrganizationInput = Omit<Static<typeof CreateOrganizationInput>, 'defaultPermissions'> & { defaultPermissions?: PermissionsMap };
+
+/** Creates an organization reached through `hosts`; a host already taken by another organization is refused. */
+export async function createOrganization(store: Store, input: CreateOrganizationInput): Promise<OrganizationDocument> {
+  if (!Value.Check(CreateOrganizationInput, input)) {
+    const error = Value.Errors(CreateOrganizationInput, input).First();
+    throw new TenancyError(`invalid organization: ${error?.path.replace(/^\//, '').replaceAll('/', '.') || 'input'}: ${error?.message ?? 'invalid'}`);
+  }
+  const hosts = normalizeHosts(input.hosts);
+  if (!hosts) throw new TenancyError(`invalid organization: hosts: not host names: ${input.hosts.join(', ')}`);
+  const document: OrganizationDocument = {
+    _id: newId(),
+    name: input.name,
+    hosts,
+    ...(input.defaultPermissions ? { defaultPermissions: input.defaultPermissions } : {}),
+    createdAt: new Date().toISOString(),
+  };
+  try {
+    await store.collection('organizations').insertOne(document);
+  } catch (error) {
+    if (error instanceof DuplicateKeyError) throw new TenancyError(`a host is already served by another organization: ${JSON.stringify(error.key)}`);
+    throw error;
+  }
+  return document;
+}
+
+/** The organization made first (by `init`), the default for commands given no `--org`. */
+export async function firstOrganization(store: Store): Promise<OrganizationDocument | null> {
+  return store.collection<OrganizationDocument>('organizations').findOne({}, { sort: { _id: 1 } });
+}
+
+/** Hosts of the organization `start` creates on an empty store: this machine under its usual names. */
+export function localHosts(): string[] {
+  const names = ['localhost', '127.0.0.1', '::1', hostname()].map(normalizeHost).filter((host): host is string => host !== undefined);
+  return [...new Set(names)];
+}

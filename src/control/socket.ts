@@ -1,0 +1,119 @@
+import net from 'node:net';
+import { chmodSync, unlinkSync } from 'node:fs';
+import path from 'node:path';
+import type { Logger } from '../logging/logger.js';
+import { IpcError } from '../ipc/envelope.js';
+import type { RequestResult } from '../ipc/handlers.js';
+
+export const CONTROL_SOCKET = 'control.sock';
+const MAX_LINE_BYTES = 2 * 1024 * 1024;
+
+export interface ControlRequest {
+  envelope: unknown;
+  timeoutMs?: number;
+}
+
+export type ControlResponse = { ok: true; result: RequestResult } | { ok: false; error: { code: string; message: string; status: number } };
+
+export const controlSocketPath = (dataDir: string) => path.join(dataDir, CONTROL_SOCKET);
+
+/** True when something answers on the socket (a running server), false when it is stale or absent. */
+function socketAnswers(file: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = net.connect(file);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * The primary's local control socket: one JSON request per line, one JSON answer per line. The socket file
+ * is mode 0600 in the data directory, so the file system decides who may steer this server — as with the
+ * local daemons of other process managers — and no key is involved.
+ */
+export async function listenControlSocket(dataDir: string, log: Logger, request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>): Promise<net.Server> {
+  const file = controlSocketPath(dataDir);
+  if (await socketAnswers(file)) throw new Error(`another server is running with this data directory (${file} answers)`);
+  try {
+    unlinkSync(file);
+  } catch {
+    // no stale socket
+  }
+  const server = net.createServer((socket) => {
+    let buffered = '';
+    socket.setEncoding('utf8');
+    socket.on('error', () => {});
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      if (buffered.length > MAX_LINE_BYTES) {
+        socket.end(`${JSON.stringify({ ok: false, error: { code: 'too_large', message: 'request line too large', status: 413 } })}\n`);
+        return;
+      }
+      let newline: number;
+      while ((newline = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, newline);
+        buffered = buffered.slice(newline + 1);
+        void answer(line).then((response) => socket.write(`${JSON.stringify(response)}\n`));
+      }
+    });
+  });
+  const answer = async (line: string): Promise<ControlResponse> => {
+    try {
+      let parsed: ControlRequest;
+      try {
+        parsed = JSON.parse(line) as ControlRequest;
+      } catch {
+        throw new IpcError('bad_request', 'each request is one line of JSON: {"envelope": {...}}');
+      }
+      if (typeof parsed !== 'object' || parsed === null) throw new IpcError('bad_request', 'the request must be a JSON object');
+      const timeoutMs = typeof parsed.timeoutMs === 'number' && parsed.timeoutMs > 0 ? Math.min(parsed.timeoutMs, 120_000) : undefined;
+      const envelope = parsed.envelope as { method?: unknown } | undefined;
+      log.info({ via: 'control socket', method: envelope?.method, target: envelope }, 'control request');
+      return { ok: true, result: await request(parsed.envelope, timeoutMs) };
+    } catch (error) {
+      if (error instanceof IpcError) return { ok: false, error: { code: error.code, message: error.message, status: error.status } };
+      log.error({ err: error }, 'control request failed');
+      return { ok: false, error: { code: 'internal', message: 'internal error', status: 500 } };
+    }
+  };
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(file, () => resolve());
+  });
+  chmodSync(file, 0o600);
+  server.unref();
+  return server;
+}
+
+/** Sends one control request over the socket and resolves with the answer. */
+export function callControlSocket(file: string, request: ControlRequest, timeoutMs: number): Promise<ControlResponse> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(file);
+    let buffered = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no answer from ${file} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    socket.setEncoding('utf8');
+    socket.on('connect', () => socket.write(`${JSON.stringify(request)}\n`));
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      const newline = buffered.indexOf('\n');
+      if (newline < 0) return;
+      clearTimeout(timer);
+      socket.end();
+      try {
+        resolve(JSON.parse(buffered.slice(0, newline)) as ControlResponse);
+      } catch {
+        reject(new Error('malformed answer from the control socket'));
+      }
+    });
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      reject(error.code === 'ENOENT' || error.code === 'ECONNREFUSED' ? new Error(`no server is running with this data directory (${file})`) : error);
+    });
+  });
+}

@@ -1,0 +1,52 @@
+import { IpcError, type DeliveredEnvelope } from './envelope.js';
+
+export type IpcHandler = (data: unknown, envelope: DeliveredEnvelope) => unknown | Promise<unknown>;
+
+export interface ReplyError {
+  code: string;
+  message: string;
+}
+
+/** A target's answer: SPEC 5.1 `{ server, worker, ok, result | error }` (worker 0 = the primary). */
+export interface TargetReply {
+  server: string;
+  worker: number;
+  ok: boolean;
+  result?: unknown;
+  error?: ReplyError;
+}
+
+export interface RequestResult {
+  id: string;
+  replies: TargetReply[];
+  /** Targets that did not answer in time (or went away first). */
+  missing: Array<{ server: string; worker?: number }>;
+}
+
+/** Handlers of one process (`server.handle`). Unknown methods and failing handlers answer with an error. */
+export class HandlerRegistry {
+  private readonly handlers = new Map<string, IpcHandler>();
+
+  handle(method: string, handler: IpcHandler): void {
+    if (!/^[A-Za-z][A-Za-z0-9_.:-]*$/.test(method) || method.length > 128) throw new TypeError(`invalid method name "${method}"`);
+    this.handlers.set(method, handler);
+  }
+
+  has(method: string): boolean {
+    return this.handlers.has(method);
+  }
+
+  /** Runs the handler and turns every outcome into a reply body; never throws. */
+  async run(envelope: DeliveredEnvelope): Promise<{ ok: true; result: unknown } | { ok: false; error: ReplyError }> {
+    const handler = this.handlers.get(envelope.method);
+    if (!handler) return { ok: false, error: { code: 'unknown_method', message: `no handler for "${envelope.method}"` } };
+    try {
+      const result = await handler(envelope.data, envelope);
+      return { ok: true, result: result === undefined ? null : result };
+    } catch (error) {
+      if (error instanceof IpcError && error.code !== 'handler_failed') return { ok: false, error: { code: error.code, message: error.message } };
+      const message = error instanceof Error ? error.message : String(error);
+      return { ok: false, error: { code: 'handler_failed', message } };
+    }
+  }
+}

@@ -1,0 +1,66 @@
+import { IpcError, asList, type IpcEnvelope } from './envelope.js';
+
+/** What the router knows of this server when it resolves targets. */
+export interface TargetView {
+  serverId: string;
+  cluster: string;
+  /** Workers that take envelopes (started and not retiring), numbers ascending. */
+  workers: readonly number[];
+  /** Whether a worker currently serves an organization (asked only for organization-scoped envelopes). */
+  serves(workerId: number, organizationId: string): boolean;
+  /** Single-process mode: the primary is also worker 0. */
+  singleProcess?: boolean;
+}
+
+/** Where an envelope goes: processes of this server, and whether (and to whom) it is forwarded to peers. */
+export interface TargetPlan {
+  master: boolean;
+  workers: number[];
+  forward: { servers?: string[]; clusters?: string[]; all?: boolean; organization_id?: string } | undefined;
+}
+
+const TARGET_FIELDS = ['server', 'cluster', 'worker', 'master', 'broadcast', 'organization_id'] as const;
+
+/**
+ * SPEC 5.2 targeting, as a pure function. Servers are selected by `server` / `cluster` (default: this one);
+ * within a selected server an explicit `worker` list wins over `broadcast`, `organization_id` scopes to the
+ * workers serving it, and `master` adds the primary. Naming a server and nothing inside it addresses its
+ * primary. An envelope that arrived from a peer (`fromPeer`) is never forwarded again.
+ */
+export function resolveTargets(envelope: IpcEnvelope, view: TargetView, fromPeer = false): TargetPlan {
+  if (!TARGET_FIELDS.some((field) => envelope[field] !== undefined && envelope[field] !== false)) {
+    throw new IpcError('no_target', 'the envelope names no target (server, cluster, worker, master, broadcast or organization_id)');
+  }
+  const servers = asList(envelope.server);
+  const clusters = asList(envelope.cluster);
+  const selected = servers ? servers.includes(view.serverId) : clusters ? clusters.includes(view.cluster) : true;
+
+  let forward: TargetPlan['forward'];
+  if (!fromPeer) {
+    if (servers) {
+      const others = servers.filter((id) => id !== view.serverId);
+      if (others.length > 0) forward = { servers: others };
+    } else if (clusters) {
+      forward = { clusters };
+    } else if (envelope.broadcast || envelope.organization_id !== undefined) {
+      forward = { all: true, organization_id: envelope.organization_id };
+    }
+  }
+  if (!selected) return { master: false, workers: [], forward };
+
+  const explicit = asList(envelope.worker);
+  const org = envelope.organization_id;
+  let workers: number[];
+  if (explicit) {
+    workers = [...new Set(explicit)].filter((id) => view.workers.includes(id));
+  } else if (envelope.broadcast || org !== undefined) {
+    workers = org === undefined ? [...view.workers] : view.workers.filter((id) => view.serves(id, org));
+  } else {
+    workers = [];
+  }
+  const namesInside = explicit !== undefined || envelope.broadcast || org !== undefined || envelope.master;
+  const master = Boolean(envelope.master) || (!namesInside && (servers !== undefined || clusters !== undefined));
+  // One process is both primary and worker 0: it is one target, delivered once.
+  if (view.singleProcess && master) workers = workers.filter((id) => id !== 0);
+  return { master, workers: workers.sort((a, b) => a - b), forward };
+}

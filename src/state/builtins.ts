@@ -1,0 +1,55 @@
+import type { HandlerRegistry } from '../ipc/handlers.js';
+import { IpcError } from '../ipc/envelope.js';
+import type { ServerState } from './state.js';
+import { StorageError, type ClusterStorage, type JsonValue } from '../storage/index.js';
+
+interface BuiltinHost {
+  readonly id: string;
+  readonly workerId: number;
+  readonly isPrimary: boolean;
+  readonly state: ServerState;
+  readonly storage: ClusterStorage;
+  describe(): { worker: number; pid: number; status: string; uptimeMs: number; connections: number };
+}
+
+/** `cordon` / `drain` take `true`, `false`, or `{ value }`; no argument means `true`. */
+function flag(data: unknown): boolean {
+  if (data === undefined || data === null) return true;
+  if (typeof data === 'boolean') return data;
+  const value = (data as { value?: unknown }).value;
+  if (typeof data === 'object' && (value === undefined || typeof value === 'boolean')) return value ?? true;
+  throw new IpcError('bad_request', 'data must be true, false or { "value": boolean }', 'data');
+}
+
+/** SPEC 5.4: the handlers every process answers. */
+export function registerBuiltins(handlers: HandlerRegistry, host: BuiltinHost): void {
+  handlers.handle('status', () => ({ server: host.id, ...host.describe() }));
+  handlers.handle('cordon', (data) => host.state.cordon(flag(data)));
+  handlers.handle('drain', (data) => host.state.drain(flag(data)));
+  handlers.handle('shed', (data) => {
+    const organizations = data === false ? false : Array.isArray(data) ? data : (data as { organizations?: unknown })?.organizations;
+    return host.state.setShed(organizations as string[] | false);
+  });
+  handlers.handle('restart', (data) => host.state.restart({ isPrimary: Boolean((data as { isPrimary?: unknown })?.isPrimary) }));
+  handlers.handle('reboot', (_data, envelope) => host.state.reboot(envelope.confirm));
+  handlers.handle('shutdown', (_data, envelope) => host.state.shutdown(envelope.confirm));
+
+  // Storage over envelopes, answered from this process's replica (or the authority in the primary).
+  const storageCall = async <T>(run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (error) {
+      if (error instanceof StorageError) throw new IpcError('bad_request', error.message, 'data');
+      throw error;
+    }
+  };
+  const keyOf = (data: unknown): string => {
+    const key = (data as { key?: unknown })?.key;
+    if (typeof key !== 'string') throw new IpcError('bad_request', 'data.key must be a string', 'data.key');
+    return key;
+  };
+  handlers.handle('storage.get', async (data) => ({ key: keyOf(data), value: (await host.storage.get(keyOf(data))) ?? null }));
+  handlers.handle('storage.set', (data) => storageCall(async () => ({ revision: await host.storage.set(keyOf(data), (data as { value: JsonValue }).value) })));
+  handlers.handle('storage.delete', (data) => storageCall(async () => ({ deleted: await host.storage.delete(keyOf(data)) })));
+  handlers.handle('storage.keys', async () => ({ keys: await host.storage.keys() }));
+}

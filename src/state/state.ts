@@ -1,0 +1,139 @@
+import type { Logger } from '../logging/logger.js';
+import type { ResolvedConfig } from '../config/schema.js';
+import type { PrimaryRuntime } from '../runtime/primary.js';
+import type { WorkerRuntime } from '../runtime/worker.js';
+import type { PrimaryChannels } from '../runtime/channels.js';
+import type { ServerStatus, WorkerStatus } from '../runtime/status.js';
+import { IpcError } from '../ipc/envelope.js';
+import { assertHostControlAllowed, runHostCommand } from './host-control.js';
+
+export const STATE_CHANNEL = 'state';
+
+export interface WorkerStateTarget {
+  /** In the primary: the worker number to act on (default: every worker). */
+  worker?: number;
+}
+
+interface StateHost {
+  readonly id: string;
+  readonly config: ResolvedConfig;
+  readonly log: Logger;
+  readonly status: ServerStatus | WorkerStatus;
+  readonly primaryRuntime?: PrimaryRuntime;
+  readonly workerRuntime?: WorkerRuntime;
+}
+
+/**
+ * SPEC 3: ingress controls and lifecycle of this server. In the primary every call acts on the whole server
+ * (or one worker); in a worker `cordon` / `drain` / `restart` act on that worker and server-wide settings
+ * (`shed`) are asked of the primary.
+ */
+export class ServerState {
+  private shedOrganizations = new Set<string>();
+  private readonly shedListeners: Array<(organizations: ReadonlySet<string>) => void> = [];
+
+  constructor(
+    private readonly host: StateHost,
+    private readonly channels?: PrimaryChannels,
+  ) {
+    if (channels) channels.onConnect((endpoint) => channels.send(endpoint, STATE_CHANNEL, { shed: [...this.shedOrganizations] }));
+    host.workerRuntime?.onChannel(STATE_CHANNEL, (payload) => {
+      const shed = (payload as { shed?: unknown })?.shed;
+      if (Array.isArray(shed)) this.replaceShed(shed.filter((id): id is string => typeof id === 'string'));
+    });
+    host.workerRuntime?.rpc.handle('worker.shed', (params) => this.applyShed((params as { organizations: string[] }).organizations));
+  }
+
+  get status(): ServerStatus | WorkerStatus {
+    return this.host.status;
+  }
+
+  /** Organizations whose traffic this server turns away with the fallback (SPEC 3.4). */
+  get shed(): ReadonlySet<string> {
+    return this.shedOrganizations;
+  }
+
+  /** Called with the new set whenever shedding changes in this process (e.g. to close shed WebSockets). */
+  onShedChange(listener: (organizations: ReadonlySet<string>) => void): void {
+    this.shedListeners.push(listener);
+  }
+
+  private replaceShed(organizations: string[]): void {
+    this.shedOrganizations = new Set(organizations);
+    for (const listener of this.shedListeners) listener(this.shedOrganizations);
+  }
+
+  isShed(organizationId: string | undefined): boolean {
+    return organizationId !== undefined && this.shedOrganizations.has(organizationId);
+  }
+
+  cordon(value: boolean, target?: WorkerStateTarget): Promise<unknown> {
+    const { primaryRuntime, workerRuntime } = this.host;
+    if (primaryRuntime) return primaryRuntime.setWorkerState('cordon', value, target?.worker);
+    return Promise.resolve({ worker: workerRuntime!.workerId, status: workerRuntime!.cordon(value) });
+  }
+
+  async drain(value: boolean, target?: WorkerStateTarget): Promise<unknown> {
+    const { primaryRuntime, workerRuntime } = this.host;
+    if (primaryRuntime) return primaryRuntime.setWorkerState('drain', value, target?.worker);
+    return { worker: workerRuntime!.workerId, ...(await workerRuntime!.drain(value)) };
+  }
+
+  /** Stop serving these organizations (their requests get the fallback), or `false` to serve everyone. */
+  async setShed(organizations: string[] | false): Promise<string[]> {
+    const list = organizations === false ? [] : organizations;
+    if (!Array.isArray(list) || list.some((id) => typeof id !== 'string' || id.length === 0 || id.length > 128)) {
+      throw new IpcError('bad_request', 'shed takes a list of organization ids or false', 'data');
+    }
+    const { workerRuntime } = this.host;
+    if (!this.channels && workerRuntime) {
+      await workerRuntime.rpc.call('primary.shed', { organizations: list });
+      return list;
+    }
+    return this.applyShed(list);
+  }
+
+  /** @internal the primary's own application of a shed list, pushed to every worker. */
+  applyShed(organizations: string[]): string[] {
+    this.replaceShed(organizations);
+    this.channels?.broadcast(STATE_CHANNEL, { shed: organizations });
+    this.host.log.info({ organizations }, organizations.length ? 'shedding organizations' : 'shedding ended');
+    return organizations;
+  }
+
+  /**
+   * In a worker: replace this worker (replacement first, then drain). In the primary: a rolling restart of
+   * every worker, or with `isPrimary` a graceful stop of the whole server with the configured exit code so
+   * the service manager starts it again.
+   */
+  async restart(options: { isPrimary?: boolean } = {}): Promise<unknown> {
+    const { primaryRuntime, workerRuntime, config } = this.host;
+    if (workerRuntime && !primaryRuntime) return workerRuntime.rpc.call('primary.recycleWorker', { pid: process.pid });
+    if (options.isPrimary) {
+      this.host.log.warn('primary restart requested: stopping gracefully');
+      setImmediate(() => void primaryRuntime!.shutdown('restart').then(() => process.exit(config.lifecycle.restartExitCode)));
+      return { restarting: true, exitCode: config.lifecycle.restartExitCode };
+    }
+    void primaryRuntime!.restartWorkers({ reason: 'restart requested' }).catch((error) => this.host.log.error({ err: error }, 'rolling restart failed'));
+    return { restarting: 'workers' };
+  }
+
+  reboot(confirm: unknown): Promise<unknown> {
+    return this.hostCommand('reboot', confirm);
+  }
+
+  shutdown(confirm: unknown): Promise<unknown> {
+    return this.hostCommand('shutdown', confirm);
+  }
+
+  private async hostCommand(kind: 'reboot' | 'shutdown', confirm: unknown): Promise<unknown> {
+    const { config, id, primaryRuntime } = this.host;
+    if (!primaryRuntime) throw new IpcError('bad_request', `${kind} is handled by the primary: address it with master: true`);
+    assertHostControlAllowed(config.lifecycle, id, confirm);
+    const argv = kind === 'reboot' ? config.lifecycle.rebootCommand : config.lifecycle.shutdownCommand;
+    this.host.log.warn({ command: argv[0] }, `host ${kind} confirmed: running the configured command`);
+    const outcome = await runHostCommand(argv);
+    if (outcome.code !== 0) this.host.log.error({ code: outcome.code, stderr: outcome.stderr }, `host ${kind} command failed`);
+    return { command: kind, exitCode: outcome.code };
+  }
+}

@@ -1,0 +1,20 @@
+import t from 'tap';
+import { normalizeHost, normalizeHosts } from '../../src/auth/host.js';
+
+t.test('a Host header becomes the stored host name: lower case, port and trailing dot removed', async (t) => {
+  t.equal(normalizeHost('Example.COM'), 'example.com');
+  t.equal(normalizeHost('example.com:8080'), 'example.com');
+  t.equal(normalizeHost('example.com.'), 'example.com');
+  t.equal(normalizeHost('127.0.0.1:80'), '127.0.0.1');
+  t.equal(normalizeHost('[::1]:8080'), '::1');
+  t.equal(normalizeHost('[::1]'), '::1');
+  t.equal(normalizeHost('::1'), '::1', 'configured IPv6 without brackets');
+});
+
+t.test('anything else is not a host', async (t) => {
+  for (const bad of ['', ' ', 'a b', 'example.com:', 'example.com:http', 'exa/mple', '[::1', '[::1]x', '[zz]', 'a..b', '.', 'x'.repeat(300), undefined, 42, null]) {
+    t.equal(normalizeHost(bad), undefined, JSON.stringify(bad));
+  }
+  t.same(normalizeHosts(['A.example', 'a.example', 'b.example']), ['a.example', 'b.example'], 'duplicates merge');
+  t.equal(normalizeHosts(['ok.example', 'not ok']), undefined, 'one bad host refuses the list');
+});

@@ -1,0 +1,86 @@
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { statSync, existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { CLI, ServerProcess, cleanEnv, request, tempDir } from '../helpers/server-process.js';
+
+function ctl(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, 'ctl', ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('exit', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+t.test('fleetplane ctl steers a running server through its 0600 control socket', async (t) => {
+  const dataDir = tempDir();
+  const server = await ServerProcess.start({ workers: 2, dataDir, fallback: { redirect: 'http://lb.example.test' } });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(2);
+  const socket = path.join(dataDir, 'control.sock');
+  t.equal(statSync(socket).mode & 0o777, 0o600, 'socket is mode 0600');
+
+  const status = await ctl(['status', '--broadcast', '--master', '--json', '--data-dir', dataDir]);
+  t.equal(status.status, 0, status.stderr);
+  const result = JSON.parse(status.stdout);
+  t.equal(result.replies.length, 3);
+  t.same(result.missing, []);
+
+  const cordon = await ctl(['cordon', '--broadcast', '--value', 'true', '--data-dir', dataDir]);
+  t.equal(cordon.status, 0, cordon.stderr);
+  t.match(cordon.stdout, /worker 1: /);
+  t.equal((await request(server.port, '/x')).status, 307, 'every worker cordoned: fallback');
+
+  const uncordon = await ctl(['cordon', '--master', '--value', 'false', '--data-dir', dataDir]);
+  t.equal(uncordon.status, 0, uncordon.stderr);
+  t.equal((await request(server.port, '/whoami')).status, 200, 'uncordoned through the primary');
+
+  server.signal('SIGTERM');
+  t.equal(await server.exited, 0);
+  t.notOk(existsSync(socket), 'the socket is removed on shutdown');
+});
+
+t.test('fleetplane ctl: bad input is one line and exit 2; no server is exit 1', async (t) => {
+  const dataDir = tempDir();
+  const noTarget = await ctl(['status', '--data-dir', dataDir]);
+  t.equal(noTarget.status, 2);
+  t.match(noTarget.stderr, /names no target/);
+  const badValue = await ctl(['cordon', '--master', '--value', '{nope', '--data-dir', dataDir]);
+  t.equal(badValue.status, 2);
+  t.match(badValue.stderr, /--value is not JSON/);
+  const badWorker = await ctl(['status', '--worker', 'two', '--data-dir', dataDir]);
+  t.equal(badWorker.status, 2);
+  const noServer = await ctl(['status', '--master', '--data-dir', dataDir]);
+  t.equal(noServer.status, 1);
+  t.match(noServer.stderr, /no server is running with this data directory/);
+  t.equal(noServer.stderr.trim().split('\n').length, 1);
+});
+
+t.test('reboot: refused without hostControl or without confirm; runs the configured command with both', async (t) => {
+  const dataDir = tempDir();
+  const marker = path.join(dataDir, 'rebooted');
+  const server = await ServerProcess.start({ workers: 1, dataDir, lifecycle: { hostControl: true, rebootCommand: [process.execPath, '-e', `require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'yes')`] } });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(1);
+  const id = server.events[0]!.id as string;
+  const unconfirmed = await ctl(['reboot', '--master', '--json', '--data-dir', dataDir]);
+  t.equal(unconfirmed.status, 1);
+  t.match(JSON.parse(unconfirmed.stdout).replies[0].error, { code: 'bad_request', message: /confirm must be this server's id/ });
+  t.notOk(existsSync(marker));
+  const confirmed = await ctl(['reboot', '--master', '--confirm', id, '--json', '--data-dir', dataDir]);
+  t.equal(confirmed.status, 0, confirmed.stderr);
+  t.same(JSON.parse(confirmed.stdout).replies[0].result, { command: 'reboot', exitCode: 0 });
+  t.equal(readFileSync(marker, 'utf8'), 'yes', 'the configured command ran');
+
+  const locked = await ServerProcess.start({ workers: 1 });
+  t.teardown(() => locked.stop());
+  const reply = await locked.command<{ replies: Array<{ error: { code: string } }> }>('request', { envelope: { method: 'reboot', master: true, confirm: locked.events[0]!.id } });
+  t.equal(reply.replies[0]!.error.code, 'forbidden', 'hostControl off → forbidden');
+});

@@ -1,0 +1,107 @@
+import t from 'tap';
+import http from 'node:http';
+import { ServerProcess } from '../helpers/server-process.js';
+
+interface Reply { server: string; worker: number; ok: boolean; result?: any; error?: { code: string; message: string } }
+interface Result { id: string; replies: Reply[]; missing: Array<{ server: string; worker?: number }> }
+
+function post(port: number, pathname: string, body: unknown): Promise<{ status: number; json: any }> {
+  return new Promise((resolve, reject) => {
+    const text = JSON.stringify(body);
+    const req = http.request({ host: '127.0.0.1', port, path: pathname, method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
+      let data = '';
+      res.on('data', (chunk) => (data += chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(data) }));
+    });
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+/** Asks every process how many times it received message `id`. */
+async function deliveries(server: ServerProcess, id: string): Promise<Map<string, number>> {
+  const counts = await server.command<Result>('request', { envelope: { method: 'probe.count', master: true, broadcast: true, data: { id } } });
+  return new Map(counts.replies.map((reply) => [reply.result.primary ? 'primary' : `worker ${reply.result.worker}`, reply.result.count]));
+}
+
+t.test('targeting matrix across real processes: each envelope reaches exactly the intended processes, once', async (t) => {
+  const server = await ServerProcess.start({ workers: 3 });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(3);
+  const cases: Array<[string, Record<string, unknown>, string[]]> = [
+    ['one worker', { worker: 2 }, ['worker 2']],
+    ['several workers', { worker: [1, 3] }, ['worker 1', 'worker 3']],
+    ['broadcast', { broadcast: true }, ['worker 1', 'worker 2', 'worker 3']],
+    ['master', { master: true }, ['primary']],
+    ['this server by id', { server: 'SELF' }, ['primary']],
+    ['explicit worker beats broadcast', { worker: 3, broadcast: true }, ['worker 3']],
+  ];
+  for (const [name, target, expected] of cases) {
+    const envelope = { method: 'probe', ...target, ...(target.server ? { server: server.events[0]!.id } : {}) };
+    const result = await server.command<Result>('request', { envelope });
+    t.same(result.replies.map((reply) => (reply.result.primary ? 'primary' : `worker ${reply.result.worker}`)).sort(), expected, `${name}: replies`);
+    t.same(result.missing, [], `${name}: nobody missing`);
+    const counts = await deliveries(server, result.id);
+    for (const [process, count] of counts) t.equal(count, expected.includes(process) ? 1 : 0, `${name}: ${process} received it ${expected.includes(process) ? 'once' : 'never'}`);
+  }
+  await t.rejects(server.command('request', { envelope: { method: 'probe' } }), /names no target/, 'no target → error');
+});
+
+t.test('a worker can address other processes; the sender is in the metadata and not echoed', async (t) => {
+  const server = await ServerProcess.start({ workers: 2 });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(2);
+  const reply = await post(server.port, '/fixture/request', { envelope: { method: 'probe', broadcast: true, master: true } });
+  t.equal(reply.status, 200);
+  const sender = reply.json.from as number;
+  const result = reply.json.result as Result;
+  t.equal(result.replies.length, 3, 'both workers and the primary');
+  for (const entry of result.replies) t.same(entry.result.origin, { server: server.events[0]!.id, worker: sender }, 'origin names the sending worker');
+  const counts = await deliveries(server, result.id);
+  t.same([...counts.values()], [1, 1, 1], 'each exactly once');
+
+  const invalid = await post(server.port, '/fixture/request', { envelope: { method: 'probe', worker: 'x' } });
+  t.equal(invalid.status, 400);
+  t.match(invalid.json.error.message, /^worker: expected a worker number/);
+});
+
+t.test('request(): a handler that throws answers an error and the process lives; unknown methods answer, never hang', async (t) => {
+  const server = await ServerProcess.start({ workers: 2 });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(2);
+  const exploded = await server.command<Result>('request', { envelope: { method: 'explode', broadcast: true } });
+  t.equal(exploded.replies.length, 2);
+  for (const reply of exploded.replies) t.match(reply, { ok: false, error: { code: 'handler_failed', message: 'handler exploded on purpose' } });
+  const unknown = await server.command<Result>('request', { envelope: { method: 'no.such.method', worker: 1, master: true } });
+  for (const reply of unknown.replies) t.match(reply, { ok: false, error: { code: 'unknown_method' } });
+  const status = await server.command<Result>('request', { envelope: { method: 'status', broadcast: true } });
+  t.equal(status.replies.filter((reply) => reply.ok && reply.result.status === 'ready').length, 2, 'both workers still alive and ready');
+  t.equal(server.count((event) => event.event === 'worker:crash'), 0);
+});
+
+t.test('request(): a target killed mid-request is reported missing; the others reply', async (t) => {
+  const server = await ServerProcess.start({ workers: 2 });
+  t.teardown(() => server.stop());
+  const ready = await server.readyWorkers(2);
+  const pending = server.command<Result>('request', { envelope: { method: 'sleep', broadcast: true, data: 800 }, timeoutMs: 3_000 });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  process.kill(ready.find((event) => event.workerId === 2)!.pid as number, 'SIGKILL');
+  const result = await pending;
+  t.same(result.replies.map((reply) => reply.worker), [1]);
+  t.same(result.missing, [{ server: server.events[0]!.id, worker: 2 }]);
+
+  const silent = await server.command<Result>('request', { envelope: { method: 'sleep', worker: 1, data: 2_000 }, timeoutMs: 300 });
+  t.same(silent.replies, []);
+  t.same(silent.missing, [{ server: server.events[0]!.id, worker: 1 }], 'a target silent past the timeout is missing');
+});
+
+t.test('status: every process answers with its server, worker, pid, status, uptime and connections', async (t) => {
+  const server = await ServerProcess.start({ workers: 2 });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(2);
+  const result = await server.command<Result>('request', { envelope: { method: 'status', broadcast: true, master: true } });
+  t.equal(result.replies.length, 3);
+  for (const reply of result.replies) {
+    t.match(reply.result, { server: server.events[0]!.id, worker: Number, pid: Number, status: String, uptimeMs: Number, connections: Number });
+  }
+});
