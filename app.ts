@@ -9,7 +9,10 @@ import type { AppHost } from './src/runtime/app-host.js';
 import errors from './plugins/errors.js';
 import services, { type ServerContext } from './plugins/services.js';
 import authorize from './plugins/authorize.js';
+import shed from './plugins/shed.js';
 import health from './routes/health.js';
+import control from './routes/control.js';
+import ws from './routes/ws.js';
 import metrics from './routes/metrics.js';
 
 export interface BuildAppOptions {
@@ -17,6 +20,8 @@ export interface BuildAppOptions {
   logger?: Logger | false;
   /** Trusted routes of an embedding application, registered last. */
   extend?: FastifyPluginAsync;
+  /** `control`: only what the primary serves itself in fallback (`POST /control`). */
+  surface?: 'full' | 'control';
 }
 
 export interface BuiltApp {
@@ -50,6 +55,8 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
       http = createHttpServer(listener);
       if (config.https.key && config.https.cert) {
         https = createHttpsServer({ key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) }, listener);
+        // One router for both: WebSocket upgrades over TLS reach the same handlers.
+        https.on('upgrade', (request, socket, head) => http.emit('upgrade', request, socket, head));
       }
       return http;
     },
@@ -58,11 +65,28 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   await app.register(errors);
   await app.register(services, { server: options.server });
   await app.register(authorize);
-  await app.register(health);
-  await app.register(metrics);
-  if (options.extend) await app.register(options.extend);
+  if (options.surface === 'control') {
+    await app.register(control);
+  } else {
+    await app.register(shed);
+    await app.register(health);
+    await app.register(metrics);
+    await app.register(control);
+    await app.register(ws);
+    if (options.extend) await app.register(options.extend);
+  }
   await app.ready();
   return { app: app as unknown as FastifyInstance, http, https };
+}
+
+/** The primary's fallback surface: `POST /control` through the same authorization as the workers'. */
+export async function buildPrimaryRoutes(server: ServerContext, logger?: Logger): Promise<(request: IncomingMessage, response: ServerResponse) => boolean> {
+  const { app } = await buildApp({ server, logger, surface: 'control' });
+  return (request, response) => {
+    if (request.method !== 'POST' || request.url?.split('?')[0] !== '/control') return false;
+    app.routing(request, response);
+    return true;
+  };
 }
 
 /** The worker's view of the built app: servers to hand connections to, and how to close it. */

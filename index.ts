@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { buildApp, asAppHost } from './app.js';
+import { buildApp, asAppHost, buildPrimaryRoutes } from './app.js';
 import { init as initServer, Server, type InitOptions } from './src/server.js';
 import type { FleetplaneConfig } from './src/config/schema.js';
 import type { LoadedConfig } from './src/config/load.js';
@@ -24,6 +24,7 @@ export const Fleetplane = {
       app:
         options.app ??
         (async (server) => asAppHost(await buildApp({ server, logger: server.log.child({ component: 'http' }), extend: options.routes }))),
+      primaryRoutes: options.primaryRoutes ?? ((server) => buildPrimaryRoutes(server, server.log.child({ component: 'http' }))),
     });
   },
 };

@@ -51,7 +51,10 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
 
   const run = async (request: FastifyRequest, reply: FastifyReply, envelope: unknown): Promise<FastifyReply | undefined> => {
     try {
-      authorized.set(request, await authorizer.request(authorizationRequest(request), envelope));
+      const result = await authorizer.request(authorizationRequest(request), envelope);
+      authorized.set(request, result);
+      // The organization map (SPEC 5.5) learns which workers serve which organization from here.
+      app.fleetplane?.organizations?.touch(result.organization_id);
       return undefined;
     } catch (error) {
       const refusal =

@@ -6,7 +6,7 @@ import type { Server } from '../src/server.js';
  * What the HTTP layer needs from the server object; tests can give a small stand-in. Without `authorize`
  * every protected route answers 403.
  */
-export type ServerContext = Pick<Server, 'id' | 'workerId' | 'config' | 'getHealth' | 'metricsText' | 'status' | 'state' | 'request' | 'handle' | 'organizations' | 'onShutdown'> &
+export type ServerContext = Pick<Server, 'id' | 'workerId' | 'config' | 'getHealth' | 'metricsText' | 'status' | 'state' | 'send' | 'request' | 'handle' | 'organizations' | 'onShutdown'> &
   Partial<Pick<Server, 'db' | 'authorize'>>;
 
 declare module 'fastify' {
@@ -14,6 +14,10 @@ declare module 'fastify' {
     fleetplane: ServerContext;
     /** SPEC 7: the server's store (undefined for a stand-in server without one). */
     db: Server['db'] | undefined;
+    /** SPEC 4: the cluster storage of this process. */
+    storage: Server['storage'] | undefined;
+    /** SPEC 5: `send` / `request` envelopes. */
+    ipc: { send(envelope: unknown): Promise<void>; request(envelope: unknown, timeoutMs?: number): ReturnType<Server['request']> };
   }
 }
 
@@ -21,6 +25,11 @@ declare module 'fastify' {
 const services: FastifyPluginAsync<{ server: ServerContext }> = async (app, options) => {
   app.decorate('fleetplane', options.server);
   app.decorate('db', options.server.db);
+  app.decorate('storage', (options.server as Partial<Server>).storage);
+  app.decorate('ipc', {
+    send: (envelope: unknown) => options.server.send(envelope),
+    request: (envelope: unknown, timeoutMs?: number) => options.server.request(envelope, { timeoutMs }),
+  });
 };
 
 export default fp(services, { name: 'fleetplane-services' });

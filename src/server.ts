@@ -1,4 +1,5 @@
 import cluster from 'node:cluster';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { mkdirSync, unlinkSync } from 'node:fs';
 import { controlSocketPath, listenControlSocket } from './control/socket.js';
 import type { DestinationStream } from 'pino';
@@ -24,9 +25,14 @@ import { openDataServices } from './auth/services.js';
 
 export type AppFactory = (server: Server) => Promise<AppHost>;
 
+/** Requests the primary answers itself when no worker takes traffic; returns false for the rest. */
+export type PrimaryRoutes = (request: IncomingMessage, response: ServerResponse) => boolean;
+
 export interface InitOptions {
   /** Builds what each worker serves. */
   app: AppFactory;
+  /** Builds the few routes the primary serves itself in fallback (`POST /control`). */
+  primaryRoutes?: (server: Server) => Promise<PrimaryRoutes>;
   /** Script workers run (default: this process's entry script, which calls `init` again in the worker). */
   exec?: string;
   /** Install SIGTERM / SIGINT / SIGBREAK (graceful shutdown, then exit 0) and SIGHUP (rolling restart). */
@@ -220,9 +226,12 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
     exec: options.exec,
     channels,
     local: local ? { runtime: local, build: () => options.app(server) } : undefined,
+    fallbackRoutes: (request, response) => primaryRoutes?.(request, response) ?? false,
   });
+  let primaryRoutes: PrimaryRoutes | undefined;
   server.bind({ primary, worker: local });
   attachPrimaryServices(server, primary, channels, local);
+  if (options.primaryRoutes) primaryRoutes = await options.primaryRoutes(server);
   mkdirSync(resolved.dataDir, { recursive: true, mode: 0o700 });
   const control = await listenControlSocket(resolved.dataDir, log, (envelope, timeoutMs) => server.request(envelope, { timeoutMs }));
   const removeSocket = () => {

@@ -4,6 +4,8 @@ import type { Socket } from 'node:net';
 interface Tracked {
   response?: ServerResponse;
   idleSince: number;
+  /** Taken over by another protocol (WebSocket): its owner closes it, with its own close code. */
+  upgraded?: boolean;
 }
 
 /**
@@ -19,6 +21,10 @@ export class ConnectionTracker {
     server.on('connection', (socket: Socket) => {
       this.sockets.set(socket, { idleSince: Date.now() });
       socket.once('close', () => this.sockets.delete(socket));
+    });
+    server.prependListener('upgrade', (request: IncomingMessage) => {
+      const tracked = this.sockets.get(request.socket as Socket);
+      if (tracked) tracked.upgraded = true;
     });
     // Runs before the application's handler, so a draining worker's answer already says `Connection: close`.
     server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => {
@@ -60,7 +66,7 @@ export class ConnectionTracker {
    */
   closeIdle(minIdleMs: number, now = Date.now()): void {
     for (const [socket, tracked] of this.sockets) {
-      if (!tracked.response && now - tracked.idleSince >= minIdleMs) socket.end();
+      if (!tracked.response && !tracked.upgraded && now - tracked.idleSince >= minIdleMs) socket.end();
     }
   }
 

@@ -1,0 +1,118 @@
+import type { FastifyPluginAsync, FastifyRequest, FastifySchema } from 'fastify';
+import websocket from '@fastify/websocket';
+import type { WebSocket } from 'ws';
+import { normalizeHost } from '../src/auth/host.js';
+import { AuthorizationError } from '../src/auth/errors.js';
+import { IpcError } from '../src/ipc/envelope.js';
+import { authorizationRequest } from '../plugins/authorize.js';
+import { controlEnvelope } from './control.js';
+import type { Server } from '../src/server.js';
+
+const MAX_FRAME_BYTES = 1024 * 1024;
+/** Bad frames tolerated per socket before it is closed with 1008 (policy violation). */
+export const MAX_BAD_FRAMES = 5;
+const CONTROL_METHODS = new Set(['status', 'cordon', 'drain', 'shed', 'restart', 'reboot', 'shutdown']);
+
+type Frame = { id?: string | number | null; ok: boolean; result?: unknown; error?: { code: string; message: string } } | { event: string; data: unknown };
+
+/**
+ * `GET /ws`: a WebSocket per browser or service. Each incoming frame is an envelope, authorized like an HTTP
+ * one (the key from the upgrade's `Authorization` header or the envelope's `apikey`); answers carry the
+ * caller's `requestId`. Targeted events (`socket.emit` envelopes) go out to the organization's sockets.
+ */
+const ws: FastifyPluginAsync = async (app) => {
+  const server = app.fleetplane as unknown as Server;
+  const byOrganization = new Map<string, Set<WebSocket>>();
+  await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false } });
+
+  const send = (socket: WebSocket, frame: Frame) => {
+    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(frame));
+  };
+  const closeAll = (code: number, reason: string, organizations?: ReadonlySet<string>) => {
+    for (const [organizationId, sockets] of byOrganization) {
+      if (organizations && !organizations.has(organizationId)) continue;
+      for (const socket of sockets) socket.close(code, reason);
+    }
+  };
+
+  server.state?.onShedChange?.((shed) => closeAll(1013, 'organization shed: try again later', shed));
+  // Draining or stopping: WebSockets are told to go elsewhere before the worker waits for its connections.
+  server.on?.('status_change', ({ worker, newStatus }) => {
+    if (worker === server.workerId && (newStatus === 'draining' || newStatus === 'stopping')) closeAll(1001, 'server going away');
+  });
+  server.handle?.('socket.emit', (data, envelope) => {
+    const organizationId = envelope.organization_id;
+    const { event, payload } = (data ?? {}) as { event?: unknown; payload?: unknown };
+    if (!organizationId || typeof event !== 'string' || event.length === 0 || event.length > 128) {
+      throw new IpcError('bad_request', 'socket.emit needs organization_id and data: { event: string, payload }', 'data');
+    }
+    const sockets = byOrganization.get(organizationId) ?? new Set();
+    for (const socket of sockets) send(socket, { event, data: payload ?? null });
+    return { delivered: sockets.size };
+  });
+
+  app.get(
+    '/ws',
+    {
+      websocket: true,
+      schema: { tags: ['control'], summary: 'WebSocket: authorized envelopes in, replies and targeted events out', security: [{ bearer: [] }, {}] } as FastifySchema,
+    },
+    async (socket: WebSocket, request: FastifyRequest) => {
+      const host = normalizeHost(request.host);
+      const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
+      if (!organization) {
+        socket.close(1008, 'no organization is served on this host');
+        return;
+      }
+      const organizationId = organization._id;
+      if (server.state?.isShed(organizationId)) {
+        socket.close(1013, 'organization shed: try again later');
+        return;
+      }
+      const sockets = byOrganization.get(organizationId) ?? new Set<WebSocket>();
+      byOrganization.set(organizationId, sockets.add(socket));
+      server.organizations?.socketOpened(organizationId);
+      socket.on('close', () => {
+        sockets.delete(socket);
+        if (sockets.size === 0) byOrganization.delete(organizationId);
+        server.organizations?.socketClosed(organizationId);
+      });
+
+      let badFrames = 0;
+      const refuse = (id: string | number | null, code: string, message: string) => {
+        send(socket, { id, ok: false, error: { code, message } });
+        if (++badFrames >= MAX_BAD_FRAMES) socket.close(1008, 'too many invalid frames');
+      };
+      socket.on('message', async (raw: Buffer, isBinary: boolean) => {
+        let envelope: Record<string, unknown>;
+        try {
+          if (isBinary) throw new Error('binary');
+          envelope = JSON.parse(raw.toString('utf8'));
+          if (typeof envelope !== 'object' || envelope === null || Array.isArray(envelope)) throw new Error('not an object');
+        } catch {
+          return refuse(null, 'bad_frame', 'each frame must be a JSON object envelope');
+        }
+        const { requestId, ...rest } = envelope;
+        const id = typeof requestId === 'string' || typeof requestId === 'number' ? requestId : null;
+        try {
+          const authorized = await app.authorize.request(authorizationRequest(request), rest);
+          if (!CONTROL_METHODS.has(authorized.method)) {
+            return refuse(id, 'unknown_method', `"${authorized.method}" is not served over the WebSocket`);
+          }
+          const result = await server.request(controlEnvelope(authorized, rest.organization_id !== undefined));
+          badFrames = 0;
+          send(socket, { id, ok: true, result });
+        } catch (error) {
+          if (error instanceof AuthorizationError || error instanceof IpcError) {
+            const code = error.code;
+            return refuse(id, code, error.message);
+          }
+          request.log.error({ err: error }, 'websocket frame failed');
+          send(socket, { id, ok: false, error: { code: 'internal', message: 'internal error' } });
+        }
+      });
+    },
+  );
+};
+
+export default ws;

@@ -1,0 +1,40 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { IpcEnvelopeSchema } from '../src/ipc/envelope.js';
+
+/** `POST /control` body: an IPC envelope of SPEC 5.2, plus the key when it is not sent as a Bearer token. */
+export const ControlRequest = Type.Object(
+  {
+    ...IpcEnvelopeSchema.properties,
+    apikey: Type.Optional(Type.String({ description: 'Key, when not sent as Authorization: Bearer' })),
+  },
+  {
+    additionalProperties: false,
+    $id: 'ControlRequest',
+    examples: [{ method: 'status', broadcast: true, master: true }, { method: 'cordon', worker: 2, data: true }],
+  },
+);
+export type ControlRequest = Static<typeof ControlRequest>;
+
+export const TargetReply = Type.Object(
+  {
+    server: Type.String(),
+    worker: Type.Integer({ description: '0 = the primary' }),
+    ok: Type.Boolean(),
+    result: Type.Optional(Type.Unknown()),
+    error: Type.Optional(Type.Object({ code: Type.String(), message: Type.String() })),
+  },
+  { $id: 'TargetReply' },
+);
+
+export const ControlReply = Type.Object(
+  {
+    id: Type.String({ description: 'Message id, also the trace id' }),
+    replies: Type.Array(TargetReply),
+    missing: Type.Array(Type.Object({ server: Type.String(), worker: Type.Optional(Type.Integer()) }), { description: 'Targets that did not answer in time' }),
+  },
+  {
+    $id: 'ControlReply',
+    examples: [{ id: '0b7e2c1e-6a4f-4a55-9c43-2f1b4d0e9a10', replies: [{ server: 'srv-a', worker: 1, ok: true, result: { status: 'ready' } }], missing: [] }],
+  },
+);
+export type ControlReply = Static<typeof ControlReply>;

@@ -1,0 +1,159 @@
+import t from 'tap';
+import http from 'node:http';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ServerProcess, request, steadyLoad, tempDir } from '../helpers/server-process.js';
+import { dataDirWithTenants } from '../helpers/tenants.js';
+
+interface Reply { status: number; headers: http.IncomingHttpHeaders; json: any }
+
+function post(port: number, body: unknown, options: { key?: string; host?: string; raw?: string } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const text = options.raw ?? JSON.stringify(body);
+    const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), host: options.host ?? 'localhost' };
+    if (options.key) headers.authorization = `Bearer ${options.key}`;
+    const req = http.request({ host: '127.0.0.1', port, path: '/control', method: 'POST', agent: false, headers }, (res) => {
+      let data = '';
+      res.on('data', (chunk) => (data += chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, json: data ? JSON.parse(data) : undefined }));
+    });
+    req.setTimeout(20_000, () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+async function start(config: Record<string, unknown> = {}) {
+  const { dataDir, tenants } = await dataDirWithTenants([
+    { name: 'acme', hosts: ['localhost', '127.0.0.1'] },
+    { name: 'globex', hosts: ['globex.test'] },
+  ]);
+  const server = await ServerProcess.start({ workers: 2, dataDir, ...config });
+  await server.readyWorkers(2);
+  return { server, acme: tenants[0]!, globex: tenants[1]! };
+}
+
+t.test('POST /control cordons one worker: it gets no new connections while the other serves', async (t) => {
+  const { server, acme } = await start();
+  t.teardown(() => server.stop());
+  const cordon = await post(server.port, { method: 'cordon', worker: 1, data: true }, { key: acme.adminKey });
+  t.equal(cordon.status, 200);
+  t.equal(cordon.json.replies[0].worker, 1);
+  t.equal(cordon.headers['cache-control'], 'no-store');
+  for (let i = 0; i < 6; i++) t.equal((await request(server.port, '/whoami')).json().worker, 2, 'served by worker 2');
+  await post(server.port, { method: 'cordon', worker: 1, data: false }, { key: acme.adminKey });
+  const seen = new Set<number>();
+  for (let i = 0; i < 6; i++) seen.add((await request(server.port, '/whoami')).json().worker);
+  t.same([...seen].sort(), [1, 2]);
+});
+
+t.test('POST /control drain lets an in-flight request finish', async (t) => {
+  const { server, acme } = await start();
+  t.teardown(() => server.stop());
+  const probe = await request(server.port, '/whoami');
+  const target = probe.json().worker === 1 ? 2 : 1;
+  const slow = request(server.port, '/slow?ms=1200');
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const drained = post(server.port, { method: 'drain', worker: target, data: true }, { key: acme.adminKey });
+  const reply = await slow;
+  t.equal(reply.status, 200, 'in-flight request finished');
+  t.equal(reply.json().worker, target);
+  const result = await drained;
+  t.equal(result.status, 200);
+  t.match(result.json.replies[0].result, { worker: target, remaining: 0 });
+});
+
+t.test('shed an organization: its host gets the 307 while another organization is served', async (t) => {
+  const { server, acme, globex } = await start({ fallback: { redirect: 'http://lb.example.test' } });
+  t.teardown(() => server.stop());
+  const shed = await post(server.port, { method: 'shed', master: true, data: [globex.organization_id] }, { key: acme.adminKey });
+  t.equal(shed.status, 200, JSON.stringify(shed.json));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const globexReply = await request(server.port, '/whoami?x=1', { host: 'globex.test' });
+  t.equal(globexReply.status, 307);
+  t.equal(globexReply.headers.location, 'http://lb.example.test/whoami?x=1');
+  t.equal(globexReply.headers.connection, 'close');
+  t.equal((await request(server.port, '/whoami', { host: 'localhost' })).status, 200, 'acme still served');
+  await post(server.port, { method: 'shed', master: true, data: false }, { key: acme.adminKey });
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 200, 'globex served again');
+});
+
+t.test('worker restart through /control under load: zero failed requests', async (t) => {
+  const { server, acme } = await start();
+  t.teardown(() => server.stop());
+  const load = steadyLoad(server.port, '/whoami', 6);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const restart = await post(server.port, { method: 'restart', worker: 1 }, { key: acme.adminKey });
+  t.equal(restart.status, 200);
+  t.ok(restart.json.replies[0].ok);
+  await server.waitFor((event) => event.event === 'worker:exit' && event.workerId === 1, 20_000);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const stats = await load.stop();
+  t.equal(stats.failed, 0, `no failed request (${stats.errors.slice(0, 3).join('; ')})`);
+  t.ok(stats.ok > 50);
+  t.equal(server.count((event) => event.event === 'worker:crash'), 0);
+});
+
+t.test('all workers cordoned: /control is served by the primary and uncordons', async (t) => {
+  const { server, acme } = await start();
+  t.teardown(() => server.stop());
+  t.equal((await post(server.port, { method: 'cordon', broadcast: true, data: true }, { key: acme.adminKey })).status, 200);
+  t.equal((await request(server.port, '/whoami')).status, 503, 'fallback: no redirect target');
+  const denied = await post(server.port, { method: 'cordon', master: true, data: false }, { key: 'fpk_bogus.key' });
+  t.equal(denied.status, 403, 'the primary authorizes like the workers');
+  const status = await post(server.port, { method: 'status', master: true }, { key: acme.adminKey });
+  t.equal(status.status, 200);
+  t.equal(status.json.replies[0].result.status, 'fallback');
+  const uncordon = await post(server.port, { method: 'cordon', master: true, data: false }, { key: acme.adminKey });
+  t.equal(uncordon.status, 200);
+  t.equal((await request(server.port, '/whoami')).status, 200, 'workers serve again');
+});
+
+t.test('reboot: 400 without confirm, 403 without hostControl, runs the configured command with both', async (t) => {
+  const locked = await start();
+  t.teardown(() => locked.server.stop());
+  const id = locked.server.events[0]!.id as string;
+  const forbidden = await post(locked.server.port, { method: 'reboot', master: true, confirm: id }, { key: locked.acme.adminKey });
+  t.equal(forbidden.status, 403);
+  t.match(forbidden.json.error.message, /lifecycle.hostControl/);
+
+  const marker = path.join(tempDir(), 'rebooted');
+  const open = await start({ lifecycle: { hostControl: true, rebootCommand: [process.execPath, '-e', `require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'rebooted')`] } });
+  t.teardown(() => open.server.stop());
+  const openId = open.server.events[0]!.id as string;
+  const unconfirmed = await post(open.server.port, { method: 'reboot', master: true }, { key: open.acme.adminKey });
+  t.equal(unconfirmed.status, 400);
+  t.match(unconfirmed.json.error.message, /confirm/);
+  t.notOk(existsSync(marker), 'nothing ran');
+  const confirmed = await post(open.server.port, { method: 'reboot', master: true, confirm: openId }, { key: open.acme.adminKey });
+  t.equal(confirmed.status, 200);
+  t.same(confirmed.json.replies[0].result, { command: 'reboot', exitCode: 0 });
+  t.equal(readFileSync(marker, 'utf8'), 'rebooted', 'the configured command ran');
+});
+
+t.test('bad control envelopes: 400 naming the field, 413 over the cap, 403 without permission', async (t) => {
+  const { server, acme, globex } = await start();
+  t.teardown(() => server.stop());
+  const unknown = await post(server.port, { method: 'status', wroker: 1 }, { key: acme.adminKey });
+  t.equal(unknown.status, 400);
+  t.equal(unknown.json.error.message, 'wroker: unknown field');
+  const wrongType = await post(server.port, { method: 'status', worker: 'one' }, { key: acme.adminKey });
+  t.equal(wrongType.status, 400);
+  t.match(wrongType.json.error.message, /^worker/);
+  const huge = await post(server.port, { method: 'status', worker: Array.from({ length: 300 }, (_, i) => i % 100) }, { key: acme.adminKey });
+  t.equal(huge.status, 400);
+  t.match(huge.json.error.message, /^worker/);
+  const noTarget = await post(server.port, { method: 'status' }, { key: acme.adminKey });
+  t.equal(noTarget.status, 400);
+  t.match(noTarget.json.error.message, /no target/);
+  const tooLarge = await post(server.port, { method: 'status', master: true, data: 'x'.repeat(1024 * 1024) }, { key: acme.adminKey });
+  t.equal(tooLarge.status, 413);
+  const noKey = await post(server.port, { method: 'cordon', broadcast: true });
+  t.equal(noKey.status, 403, 'no key, no default permission');
+  const otherTenant = await post(server.port, { method: 'status', master: true }, { key: globex.adminKey });
+  t.equal(otherTenant.status, 403, "another tenant's key on this host");
+  const garbage = await post(server.port, undefined, { key: acme.adminKey, raw: '{"method": "status",' });
+  t.equal(garbage.status, 400);
+  t.equal(server.count((event) => event.event === 'worker:crash'), 0, 'no input crashed a worker');
+});

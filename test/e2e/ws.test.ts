@@ -1,0 +1,120 @@
+import t from 'tap';
+import WebSocket from 'ws';
+import { ServerProcess } from '../helpers/server-process.js';
+import { dataDirWithTenants } from '../helpers/tenants.js';
+
+function connect(port: number, options: { key?: string; host?: string } = {}): Promise<{ socket: WebSocket; frames: any[]; closed: Promise<{ code: number; reason: string }> }> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { host: options.host ?? 'localhost' };
+    if (options.key) headers.authorization = `Bearer ${options.key}`;
+    const socket = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers, perMessageDeflate: false });
+    const frames: any[] = [];
+    socket.on('message', (data) => frames.push(JSON.parse(String(data))));
+    const closed = new Promise<{ code: number; reason: string }>((done) => socket.on('close', (code, reason) => done({ code, reason: String(reason) })));
+    socket.once('open', () => resolve({ socket, frames, closed }));
+    socket.once('error', reject);
+  });
+}
+
+async function nextFrame(frames: any[], predicate: (frame: any) => boolean, timeoutMs = 10_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const found = frames.find(predicate);
+    if (found) return found;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`no matching frame; got ${JSON.stringify(frames)}`);
+}
+
+async function start(config: Record<string, unknown> = {}) {
+  const { dataDir, tenants } = await dataDirWithTenants([
+    { name: 'acme', hosts: ['localhost'] },
+    { name: 'globex', hosts: ['globex.test'] },
+  ]);
+  const server = await ServerProcess.start({ workers: 2, dataDir, organizations: { graceMs: 600 }, ...config });
+  await server.readyWorkers(2);
+  return { server, acme: tenants[0]!, globex: tenants[1]! };
+}
+
+t.test('WebSocket: authorized envelopes in, replies with the request id out', async (t) => {
+  const { server, acme } = await start();
+  t.teardown(() => server.stop());
+  const { socket, frames } = await connect(server.port, { key: acme.adminKey });
+  t.teardown(() => socket.terminate());
+  socket.send(JSON.stringify({ requestId: 7, method: 'status', broadcast: true }));
+  const reply = await nextFrame(frames, (frame) => frame.id === 7);
+  t.equal(reply.ok, true);
+  t.equal(reply.result.replies.length, 2);
+  const anonymous = await connect(server.port);
+  t.teardown(() => anonymous.socket.terminate());
+  anonymous.socket.send(JSON.stringify({ requestId: 'a', method: 'cordon', broadcast: true }));
+  const denied = await nextFrame(anonymous.frames, (frame) => frame.id === 'a');
+  t.match(denied, { ok: false, error: { code: 'permission_denied' } });
+  anonymous.socket.send(JSON.stringify({ requestId: 'b', method: 'status', master: true, apikey: acme.adminKey }));
+  t.match(await nextFrame(anonymous.frames, (frame) => frame.id === 'b'), { ok: true }, 'the envelope may carry the key');
+});
+
+t.test('garbage frames get an error frame and the socket stays up; repeated abuse closes it with 1008', async (t) => {
+  const { server, acme } = await start();
+  t.teardown(() => server.stop());
+  const { socket, frames, closed } = await connect(server.port, { key: acme.adminKey });
+  socket.send('not json');
+  const error = await nextFrame(frames, (frame) => frame.error);
+  t.match(error, { ok: false, error: { code: 'bad_frame' } });
+  socket.send(JSON.stringify({ requestId: 1, method: 'status', master: true }));
+  t.match(await nextFrame(frames, (frame) => frame.id === 1), { ok: true }, 'still serving after a bad frame');
+  for (let i = 0; i < 5; i++) socket.send(`garbage ${i}`);
+  const { code } = await closed;
+  t.equal(code, 1008);
+  t.equal(server.count((event) => event.event === 'worker:crash'), 0);
+});
+
+t.test('organization grace: the last socket closing makes the organization inactive once; a reconnect within the grace cancels it', async (t) => {
+  const { server, acme } = await start();
+  t.teardown(() => server.stop());
+  const first = await connect(server.port, { key: acme.adminKey });
+  const active = await server.waitFor((event) => event.event === 'organization.active' && event.organization_id === acme.organization_id);
+  t.ok(active);
+
+  first.socket.close(1000);
+  await first.closed;
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const second = await connect(server.port, { key: acme.adminKey });
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  t.equal(server.count((event) => event.event === 'organization.inactive'), 0, 'reconnect within the grace: still active');
+
+  second.socket.close(1000);
+  await second.closed;
+  const inactive = await server.waitFor((event) => event.event === 'organization.inactive', 5_000);
+  t.equal(inactive.organization_id, acme.organization_id);
+  await new Promise((resolve) => setTimeout(resolve, 800));
+  t.equal(server.count((event) => event.event === 'organization.inactive'), 1, 'fired once');
+});
+
+t.test('targeted events reach the organization’s sockets; shedding closes them with 1013', async (t) => {
+  const { server, acme, globex } = await start();
+  t.teardown(() => server.stop());
+  const acmeSocket = await connect(server.port, { key: acme.adminKey });
+  const globexSocket = await connect(server.port, { host: 'globex.test', key: globex.adminKey });
+  t.teardown(() => acmeSocket.socket.terminate());
+  await server.waitFor((event) => event.event === 'organization.active' && event.organization_id === globex.organization_id);
+  const result = await server.command<{ replies: Array<{ result: { delivered: number } }> }>('request', {
+    envelope: { method: 'socket.emit', organization_id: globex.organization_id, data: { event: 'hello', payload: { n: 1 } } },
+  });
+  t.equal(result.replies.reduce((sum, reply) => sum + reply.result.delivered, 0), 1, 'only the worker holding the socket delivered');
+  t.same(await nextFrame(globexSocket.frames, (frame) => frame.event === 'hello'), { event: 'hello', data: { n: 1 } });
+  t.equal(acmeSocket.frames.filter((frame) => frame.event).length, 0, 'other organizations see nothing');
+
+  await server.command('request', { envelope: { method: 'shed', master: true, data: [globex.organization_id] } });
+  t.equal((await globexSocket.closed).code, 1013);
+  t.equal(acmeSocket.socket.readyState, WebSocket.OPEN, 'other organizations keep their sockets');
+});
+
+t.test('graceful shutdown closes WebSockets with 1001', async (t) => {
+  const { server, acme } = await start();
+  t.teardown(() => server.stop());
+  const { closed } = await connect(server.port, { key: acme.adminKey });
+  server.signal('SIGTERM');
+  t.equal((await closed).code, 1001);
+  t.equal(await server.exited, 0);
+});
