@@ -12,7 +12,7 @@ const shed: FastifyPluginAsync = async (app) => {
   const server = app.fleetplane as unknown as Server;
   const { fallback } = server.config;
   app.addHook('onRequest', async (request, reply) => {
-    if (!server.state || server.state.shed.size === 0) return;
+    if (!server.state?.shed?.size) return;
     const host = normalizeHost(request.host);
     const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
     if (!organization || !server.state.isShed(organization._id)) return;
