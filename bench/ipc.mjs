@@ -1,6 +1,8 @@
 // IPC benchmark: raw `process.send` ping-pong RTT vs `server.request` to one worker (goal: p50 ≤ 1.5× raw),
 // same process pair, alternating, several rounds. Writes bench/results/ipc.{json,md}.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import net from 'node:net';
+import autocannon from 'autocannon';
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -37,6 +39,52 @@ const line = output.split('\n').find((entry) => entry.startsWith('{"results"'));
 if (!line) throw new Error(`no results from the fixture:\n${output}`);
 const { results } = JSON.parse(line);
 
+// `POST /control` status round trips per second, through authorization and the primary's router.
+async function freePort() {
+  const probe = net.createServer();
+  await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address();
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+const cli = path.join(root, 'dist', 'cli', 'main.js');
+const controlDir = mkdtempSync(path.join(tmpdir(), 'fleetplane-bench-control-'));
+const initialized = spawnSync(process.execPath, [cli, 'init', '--json', '--data-dir', controlDir], { encoding: 'utf8' });
+if (initialized.status !== 0) throw new Error(`init failed: ${initialized.stderr}`);
+const { key } = JSON.parse(initialized.stdout);
+const port = await freePort();
+const controlServer = spawn(process.execPath, [cli, 'start', '--port', String(port), '--workers', '1', '--data-dir', controlDir], {
+  env: { ...process.env, FLEETPLANE_HTTP_HOST: '127.0.0.1', FLEETPLANE_LOG_LEVEL: 'error' },
+  stdio: 'ignore',
+  detached: true,
+});
+const stopControl = () => {
+  try {
+    process.kill(-controlServer.pid, 'SIGKILL');
+  } catch {
+    // gone
+  }
+};
+process.on('exit', stopControl);
+for (let attempt = 0; attempt < 100; attempt++) {
+  const ready = await fetch(`http://127.0.0.1:${port}/readyz`).then((reply) => reply.ok, () => false);
+  if (ready) break;
+  await new Promise((resolve) => setTimeout(resolve, 100));
+}
+const control = {};
+for (const [name, envelope] of [['status of the primary', { method: 'status', master: true }], ['status of worker 1', { method: 'status', worker: 1 }]]) {
+  const run = await autocannon({
+    url: `http://127.0.0.1:${port}/control`,
+    method: 'POST',
+    connections: 16,
+    duration: 5,
+    headers: { host: 'localhost', authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(envelope),
+  });
+  control[name] = { perSecond: run.requests.average, p50Ms: run.latency.p50, p99Ms: run.latency.p99, non2xx: run.non2xx, errors: run.errors };
+}
+stopControl();
+
 const ratios = results.map((round) => round.request.p50Us / round.raw.p50Us);
 const summary = {
   name: 'ipc',
@@ -54,6 +102,7 @@ const summary = {
     rawConcurrentPerSecond: median(results.map((round) => round.rawConcurrent.perSecond)),
     requestConcurrentPerSecond: median(results.map((round) => round.requestConcurrent.perSecond)),
   },
+  control,
   goals: [{ figure: 'request p50 RTT / raw p50 RTT', value: median(ratios), goal: '<= 1.5', met: median(ratios) <= 1.5 }],
 };
 const m = summary.median;
@@ -66,6 +115,10 @@ const markdown = `# IPC round trips (one worker)
 | RTT p99 (µs) | ${fmt(m.rawP99Us)} | ${fmt(m.requestP99Us)} |
 | sequential round trips/s | ${fmt(m.rawSequentialPerSecond)} | ${fmt(m.requestSequentialPerSecond)} |
 | round trips/s, 64 in flight | ${fmt(m.rawConcurrentPerSecond)} | ${fmt(m.requestConcurrentPerSecond)} |
+
+| \`POST /control\` round trips | req/s | p50 / p99 ms | non-2xx |
+|---|---|---|---|
+${Object.entries(control).map(([name, figures]) => `| ${name} | ${fmt(figures.perSecond)} | ${figures.p50Ms} / ${figures.p99Ms} | ${figures.non2xx} |`).join('\n')}
 
 Goal: request p50 ≤ 1.5 × raw p50 — measured ${median(ratios).toFixed(2)}× (${summary.goals[0].met ? 'met' : 'missed'}).
 Method: ${summary.method}. ${summary.date}, Node ${process.version}.

@@ -157,3 +157,22 @@ t.test('bad control envelopes: 400 naming the field, 413 over the cap, 403 witho
   t.equal(garbage.status, 400);
   t.equal(server.count((event) => event.event === 'worker:crash'), 0, 'no input crashed a worker');
 });
+
+t.test('organization scope across real processes: only the workers serving the organization get the envelope, once', async (t) => {
+  const { server, acme, globex } = await start();
+  t.teardown(() => server.stop());
+  // An authorized request makes the worker that served it a worker of that organization.
+  const first = await post(server.port, { method: 'status', master: true }, { key: acme.adminKey });
+  t.equal(first.status, 200);
+  const servedBy = await server.command<{ id: string; replies: Array<{ worker: number }> }>('request', { envelope: { method: 'probe', organization_id: acme.organization_id } });
+  t.equal(servedBy.replies.length, 1, 'one worker has served acme so far');
+  t.ok([1, 2].includes(servedBy.replies[0]!.worker));
+  const none = await server.command<{ replies: unknown[]; missing: unknown[] }>('request', { envelope: { method: 'probe', organization_id: globex.organization_id } });
+  t.same(none.replies, [], 'no worker serves globex: nobody is a target');
+  t.same(none.missing, []);
+  const counts = await server.command<{ replies: Array<{ result: { worker: number; primary: boolean; count: number } }> }>('request', {
+    envelope: { method: 'probe.count', broadcast: true, master: true, data: { id: servedBy.id } },
+  });
+  const total = counts.replies.reduce((sum, reply) => sum + reply.result.count, 0);
+  t.equal(total, 1, 'delivered exactly once in the whole server');
+});
