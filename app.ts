@@ -9,11 +9,17 @@ import type { AppHost } from './src/runtime/app-host.js';
 import errors from './plugins/errors.js';
 import services, { type ServerContext } from './plugins/services.js';
 import authorize from './plugins/authorize.js';
+import envelope from './plugins/envelope.js';
+import openapi from './plugins/openapi.js';
 import shed from './plugins/shed.js';
 import health from './routes/health.js';
 import control from './routes/control.js';
 import ws from './routes/ws.js';
 import metrics from './routes/metrics.js';
+import api from './routes/api.js';
+import workflows from './routes/workflows.js';
+import webhooks from './routes/webhooks.js';
+import crud from './routes/crud.js';
 
 export interface BuildAppOptions {
   server: ServerContext;
@@ -65,14 +71,20 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   await app.register(errors);
   await app.register(services, { server: options.server });
   await app.register(authorize);
+  await app.register(envelope);
   if (options.surface === 'control') {
     await app.register(control);
   } else {
+    await app.register(openapi);
     await app.register(shed);
     await app.register(health);
     await app.register(metrics);
     await app.register(control);
     await app.register(ws);
+    await app.register(api);
+    await app.register(workflows);
+    await app.register(webhooks);
+    await app.register(crud);
     if (options.extend) await app.register(options.extend);
   }
   await app.ready();

@@ -5,8 +5,11 @@ import { start } from './start.js';
 import { init } from './init.js';
 import { keys } from './keys.js';
 import { ctl } from './ctl.js';
+import { apply } from './apply.js';
 
-const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl };
+// openapi builds the whole app: loaded only when asked for, so the other commands start as fast as before.
+const openapi = async (argv: string[]) => (await import('./openapi.js')).openapi(argv);
+const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl, apply, openapi };
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;

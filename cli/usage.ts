@@ -17,5 +17,7 @@ Commands:
   init       create the first organization and an admin key
   keys       create, list or revoke keys
   ctl        send a control envelope to a running server
+  apply      create or update apis, workflows, webhooks, servers_config, organizations from a file
+  openapi    write openapi/openapi.json
 
 Run "fleetplane <command> --help" for a command's options.`;

@@ -16,6 +16,8 @@ declare module 'fastify' {
     db: Server['db'] | undefined;
     /** SPEC 4: the cluster storage of this process. */
     storage: Server['storage'] | undefined;
+    /** SPEC 6: the mesh (in a worker, `send` goes through the primary). */
+    mesh: Server['mesh'] | undefined;
     /** SPEC 5: `send` / `request` envelopes. */
     ipc: { send(envelope: unknown): Promise<void>; request(envelope: unknown, timeoutMs?: number): ReturnType<Server['request']> };
   }
@@ -26,6 +28,7 @@ const services: FastifyPluginAsync<{ server: ServerContext }> = async (app, opti
   app.decorate('fleetplane', options.server);
   app.decorate('db', options.server.db);
   app.decorate('storage', (options.server as Partial<Server>).storage);
+  app.decorate('mesh', (options.server as Partial<Server>).mesh);
   app.decorate('ipc', {
     send: (envelope: unknown) => options.server.send(envelope),
     request: (envelope: unknown, timeoutMs?: number) => options.server.request(envelope, { timeoutMs }),

@@ -24,6 +24,7 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/control',
     {
+      config: { envelope: true },
       schema: {
         tags: ['control'],
         summary: 'Send a control envelope (status, cordon, drain, shed, restart, reboot, shutdown, custom) to targets',

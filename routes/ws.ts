@@ -6,6 +6,9 @@ import { AuthorizationError } from '../src/auth/errors.js';
 import { IpcError } from '../src/ipc/envelope.js';
 import { authorizationRequest } from '../plugins/authorize.js';
 import { controlEnvelope } from './control.js';
+import { isCrudMethod } from '../src/crud/envelope.js';
+import { CrudError } from '../src/crud/errors.js';
+import { runCrud } from '../src/crud/run.js';
 import type { Server } from '../src/server.js';
 
 const MAX_FRAME_BYTES = 1024 * 1024;
@@ -96,6 +99,11 @@ const ws: FastifyPluginAsync = async (app) => {
         const id = typeof requestId === 'string' || typeof requestId === 'number' ? requestId : null;
         try {
           const authorized = await app.authorize.request(authorizationRequest(request), rest);
+          if (isCrudMethod(authorized.method)) {
+            const result = await runCrud(server.db, authorized);
+            badFrames = 0;
+            return send(socket, { id, ok: true, result });
+          }
           if (!CONTROL_METHODS.has(authorized.method)) {
             return refuse(id, 'unknown_method', `"${authorized.method}" is not served over the WebSocket`);
           }
@@ -103,6 +111,8 @@ const ws: FastifyPluginAsync = async (app) => {
           badFrames = 0;
           send(socket, { id, ok: true, result });
         } catch (error) {
+          // A refused CRUD envelope (a duplicate name, a bad filter) is an answer, not abuse of the socket.
+          if (error instanceof CrudError) return send(socket, { id, ok: false, error: { code: error.code, message: error.message } });
           if (error instanceof AuthorizationError || error instanceof IpcError) {
             const code = error.code;
             return refuse(id, code, error.message);

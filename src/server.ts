@@ -22,6 +22,9 @@ import type { ServerStatus, WorkerStatus } from './runtime/status.js';
 import type { Store } from './db/types.js';
 import type { Authorizer } from './auth/authorize.js';
 import { openDataServices } from './auth/services.js';
+import { openAutomation, type Automation } from './workflows/automation.js';
+import type { MeshApi } from './mesh/mesh.js';
+import { attachPrimaryMesh, workerMesh } from './mesh/primary-mesh.js';
 
 export type AppFactory = (server: Server) => Promise<AppHost>;
 
@@ -65,6 +68,14 @@ export class Server extends SafeEmitter {
   state!: ServerState;
   /** SPEC 5.5: where request handlers report the organizations they serve. */
   organizations!: OrganizationPresence;
+  /** SPEC 10: API providers; `api.send(envelope)` is `POST /api` without HTTP. */
+  api!: Automation['api'];
+  /** SPEC 11: workflows; `workflow.register(name, definition)` adds one in code. */
+  workflow!: Automation['workflow'];
+  /** SPEC 12: webhook deliveries. */
+  webhooks!: Automation['webhooks'];
+  /** SPEC 6: the mesh between servers (links live in the primary; a worker's calls go through it). */
+  mesh!: MeshApi;
   private handlers!: HandlerRegistry;
   private sendEnvelope!: (envelope: unknown) => Promise<void>;
   private requestEnvelope!: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
@@ -214,6 +225,7 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
 
   const server = new Server(serverId, 0, decision.count, resolved, log);
   Object.assign(server, await openDataServices(resolved, log.child({ component: 'authorize' })));
+  Object.assign(server, openAutomation(server));
   const channels = new PrimaryChannels();
   server.storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   const local = decision.count === 0 ? inProcessWorker(server, channels) : undefined;
@@ -227,10 +239,11 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
     channels,
     local: local ? { runtime: local, build: () => options.app(server) } : undefined,
     fallbackRoutes: (request, response) => primaryRoutes?.(request, response) ?? false,
+    peerUrl: () => mesh.mesh.peerUrl(),
   });
   let primaryRoutes: PrimaryRoutes | undefined;
   server.bind({ primary, worker: local });
-  attachPrimaryServices(server, primary, channels, local);
+  const mesh = await attachPrimaryMesh(server, primary, attachPrimaryServices(server, primary, channels, local));
   if (options.primaryRoutes) primaryRoutes = await options.primaryRoutes(server);
   mkdirSync(resolved.dataDir, { recursive: true, mode: 0o700 });
   const control = await listenControlSocket(resolved.dataDir, log, (envelope, timeoutMs) => server.request(envelope, { timeoutMs }));
@@ -249,8 +262,10 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
     await primary.start();
   } catch (error) {
     removeSocket();
+    mesh.abort();
     throw error;
   }
+  await mesh.join();
   log.info({ ports: primary.ports, workers: decision.count, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
   return server;
 }
@@ -262,10 +277,12 @@ async function initWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise
   const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
   const server = new Server(serverId, workerId, Number(env[INTERNAL_ENV.total]), resolved, log);
   Object.assign(server, await openDataServices(resolved, log.child({ component: 'authorize' })));
+  Object.assign(server, openAutomation(server));
   const runtime = new WorkerRuntime(resolved, workerId, log, server);
   server.storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
   server.bind({ worker: runtime });
   attachWorkerServices(server, runtime);
+  server.mesh = workerMesh(runtime);
   await runtime.bind();
   runtime.attach(await options.app(server));
   return server;

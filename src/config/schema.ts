@@ -125,6 +125,39 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    mesh: Type.Object(
+      {
+        enabled: Type.Boolean({ default: true, description: 'Join the mesh of this cluster group (it forms only with a secret or mutual TLS)' }),
+        port: Type.Integer({ minimum: 0, maximum: 65_535, default: 8090, description: 'Mesh port for peer WebSockets (internal)' }),
+        host: Type.String({ default: '0.0.0.0', description: 'Mesh bind address' }),
+        url: Type.Optional(Type.String({ minLength: 1, pattern: '^wss?://', description: 'URL peers dial to reach this mesh port (default: derived from host, port and server.publicUrl)' })),
+        secret: Type.Optional(Type.String({ minLength: 16, description: "The cluster's shared mesh secret (HMAC handshake); required to form a mesh unless mutual TLS is configured" })),
+        tls: Type.Object(
+          {
+            key: Type.Optional(Type.String({ minLength: 1, description: 'Private key of this server (PEM); with cert and ca: mutual TLS' })),
+            cert: Type.Optional(Type.String({ minLength: 1, description: 'Certificate of this server (PEM)' })),
+            ca: Type.Optional(Type.String({ minLength: 1, description: 'CA that signed every peer certificate (PEM)' })),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+        discoveryIntervalMs: Ms(30_000, 'Re-read the servers inventory this often (inventory changes are also seen within about a second)'),
+        pingIntervalMs: Ms(10_000, 'Ping each peer this often'),
+        pongTimeoutMs: Ms(10_000, 'A peer that does not answer a ping within this is disconnected'),
+        maxBufferedBytes: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024, description: 'Per-link send buffer cap: past it sends fail with an error' }),
+        maxFrameBytes: Type.Integer({ minimum: 4096, maximum: 64 * 1024 * 1024, default: 4 * 1024 * 1024, description: 'Largest frame accepted from a peer; larger ones are refused with an error' }),
+        reconnect: Type.Object(
+          {
+            baseMs: Ms(1_000, 'Reconnect delay before jitter: baseMs × 1.5^attempt'),
+            maxDelayMs: Ms(30_000, 'Cap of the reconnect delay before jitter'),
+            jitterMinMs: Ms(500, 'Smallest random delay added to each reconnect'),
+            jitterMaxMs: Ms(4_500, 'Largest random delay added to each reconnect'),
+            maxAttempts: Type.Integer({ minimum: 1, default: 10, description: 'Reconnect attempts until the next discovery' }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     metrics: Type.Object(
       {
         public: Type.Boolean({ default: false, description: 'Serve /metrics without a key' }),

@@ -5,6 +5,8 @@ import type { WorkerRuntime } from '../runtime/worker.js';
 import type { PrimaryChannels } from '../runtime/channels.js';
 import type { ServerStatus, WorkerStatus } from '../runtime/status.js';
 import { IpcError } from '../ipc/envelope.js';
+import type { Store } from '../db/types.js';
+import { saveInventorySection, type InventorySaveResult } from '../mesh/inventory.js';
 import { assertHostControlAllowed, runHostCommand } from './host-control.js';
 
 export const STATE_CHANNEL = 'state';
@@ -21,6 +23,7 @@ interface StateHost {
   readonly status: ServerStatus | WorkerStatus;
   readonly primaryRuntime?: PrimaryRuntime;
   readonly workerRuntime?: WorkerRuntime;
+  readonly db?: Store;
 }
 
 /**
@@ -31,6 +34,7 @@ interface StateHost {
 export class ServerState {
   private shedOrganizations = new Set<string>();
   private readonly shedListeners: Array<(organizations: ReadonlySet<string>) => void> = [];
+  private masterSection: (() => Record<string, unknown>) | undefined;
 
   constructor(
     private readonly host: StateHost,
@@ -116,6 +120,23 @@ export class ServerState {
     }
     void primaryRuntime!.restartWorkers({ reason: 'restart requested' }).catch((error) => this.host.log.error({ err: error }, 'rolling restart failed'));
     return { restarting: 'workers' };
+  }
+
+  /** @internal the primary's `master` section: the mesh knows its public and mesh URLs. */
+  describeInventory(section: () => Record<string, unknown>): void {
+    this.masterSection = section;
+  }
+
+  /** SPEC 7.4: writes this process's section of its `servers` document (primary: `master`; worker: `workers.<id>`). */
+  async save(): Promise<InventorySaveResult> {
+    const { db, id, config, primaryRuntime, workerRuntime } = this.host;
+    if (!db) throw new IpcError('unavailable', 'this process has no store');
+    if (primaryRuntime) {
+      const section = this.masterSection?.() ?? { status: primaryRuntime.status === 'stopping' ? 'stopped' : 'running', pid: process.pid };
+      return saveInventorySection(db, id, config.server.cluster, 'master', section);
+    }
+    const worker = workerRuntime!;
+    return saveInventorySection(db, id, config.server.cluster, `workers.${worker.workerId}`, { pid: process.pid, status: worker.status, updatedAt: new Date().toISOString() });
   }
 
   reboot(confirm: unknown): Promise<unknown> {

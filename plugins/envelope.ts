@@ -1,0 +1,64 @@
+import fp from 'fastify-plugin';
+import type { FastifyPluginAsync, FastifyReply, FastifySchema, FastifyRequest, RouteOptions, onRequestHookHandler, onSendHookHandler } from 'fastify';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * An envelope route (SPEC 9.1): POST only (other methods 405 with `Allow: POST`), `application/json` only
+     * (415), every reply `Cache-Control: no-store`. Body size (413) and JSON and prototype poisoning (400) are
+     * the app's body parser settings, shared by every route.
+     */
+    envelope?: boolean;
+  }
+}
+
+/** Methods answered 405 on an envelope path; HEAD comes with GET. */
+const OTHER_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+export function isJsonContentType(header: string | undefined): boolean {
+  if (!header) return false;
+  const semicolon = header.indexOf(';');
+  return (semicolon < 0 ? header : header.slice(0, semicolon)).trim().toLowerCase() === 'application/json';
+}
+
+const noStore: onSendHookHandler = async (_request, reply, payload) => {
+  reply.header('cache-control', 'no-store');
+  return payload;
+};
+
+const requireJson: onRequestHookHandler = (request, reply, done) => {
+  if (isJsonContentType(request.headers['content-type'])) return done();
+  reply
+    .code(415)
+    .header('cache-control', 'no-store')
+    .send({ error: { code: 'unsupported_media_type', message: 'content-type must be application/json' } });
+};
+
+const methodNotAllowed = async (request: FastifyRequest, reply: FastifyReply) =>
+  reply
+    .code(405)
+    .header('allow', 'POST')
+    .header('cache-control', 'no-store')
+    .send({ error: { code: 'method_not_allowed', message: `${request.method} is not allowed here; envelopes are POSTed` } });
+
+const asList = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
+
+/**
+ * SPEC 9.1 for every route declared with `config: { envelope: true }`. Prefix boundaries (9.2) come from the
+ * router: `/api` and `/api/*` are separate routes, so `/apis` matches neither and gets the 404.
+ */
+const envelope: FastifyPluginAsync = async (app) => {
+  const guarded = new Set<string>();
+  app.addHook('onRoute', function addEnvelopeBehaviour(route: RouteOptions & { routePath?: string }) {
+    if (!route.config?.envelope) return;
+    if (route.method !== 'POST') throw new Error(`envelope route ${route.url} must be POST`);
+    route.onRequest = [...asList(route.onRequest), requireJson];
+    route.onSend = [...asList(route.onSend), noStore];
+    if (guarded.has(route.url)) return;
+    guarded.add(route.url);
+    // Registered on the instance that declared the route, so it shares that route's hooks and prefix.
+    this.route({ method: [...OTHER_METHODS], url: route.routePath ?? route.url, schema: { hide: true } as FastifySchema, handler: methodNotAllowed });
+  });
+};
+
+export default fp(envelope, { name: 'fleetplane-envelope', dependencies: ['fleetplane-errors'] });

@@ -1,0 +1,68 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ErrorReply } from '../schemas/common.js';
+import { WorkflowErrorReply, WorkflowParams, WorkflowReply, WorkflowRequest } from '../schemas/workflows.js';
+import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
+import { WorkflowError } from '../src/workflows/errors.js';
+import type { Server } from '../src/server.js';
+
+const ENVELOPE_FIELDS = new Set(['method', 'apikey']);
+type Status = 400 | 404 | 422 | 502 | 503 | 504;
+
+/**
+ * Before validation and authorization: the body holds the inputs under the workflow's name and nothing else,
+ * and the route names the method (SPEC 11.1), so a key's permission for `workflow.<name>` is what is checked.
+ */
+async function prepareEnvelope(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const { name } = request.params as { name: string };
+  const body = request.body;
+  const refuse = (code: string, message: string) => reply.code(400).send({ error: { code, message } });
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return void refuse('invalid_request', 'body: must be an object { "<name>": [input, ...] }');
+  if (RESERVED_WORKFLOW_NAMES.has(name)) return void refuse('invalid_request', `name: "${name}" is reserved`);
+  const fields = body as Record<string, unknown>;
+  const method = `workflow.${name}`;
+  if (fields.method !== undefined && fields.method !== method) return void refuse('method_mismatch', `method: this route runs "${method}", not "${String(fields.method)}"`);
+  for (const key of Object.keys(fields)) {
+    if (key !== name && !ENVELOPE_FIELDS.has(key)) return void refuse('invalid_request', `${key}: unknown field (the inputs go under "${name}")`);
+  }
+  if (!Array.isArray(fields[name])) return void refuse('invalid_request', `${name}: is required, a list of inputs`);
+  // The parsed body is this request's own object: completing it in place spares a copy per request.
+  fields.method = method;
+  fields.name = name;
+}
+
+/** `POST /workflows/<name>` (SPEC 11): one run per input, results in order under the workflow's name. */
+const workflows: FastifyPluginAsyncTypebox = async (app) => {
+  const server = app.fleetplane as Partial<Pick<Server, 'workflow'>>;
+  app.post(
+    '/workflows/:name',
+    {
+      config: { envelope: true },
+      schema: {
+        tags: ['workflows'],
+        summary: 'Run a workflow once per input',
+        security: [{ bearer: [] }],
+        params: WorkflowParams,
+        body: WorkflowRequest,
+        response: { 200: WorkflowReply, 400: WorkflowErrorReply, 403: ErrorReply, 404: ErrorReply, 405: ErrorReply, 413: ErrorReply, 415: ErrorReply, 422: WorkflowErrorReply, 502: WorkflowErrorReply, 503: ErrorReply, 504: WorkflowErrorReply },
+      },
+      preValidation: prepareEnvelope,
+      preHandler: app.authorizeEnvelope,
+    },
+    async (request, reply) => {
+      const { name } = request.params;
+      if (!server.workflow) return reply.code(503).send({ error: { code: 'unavailable', message: 'workflows are not available on this server' } });
+      const envelope = request.envelope!;
+      try {
+        const results = await server.workflow.runEach(name, envelope[name] as unknown[], { organization_id: envelope.organization_id });
+        return { [name]: results };
+      } catch (error) {
+        if (!(error instanceof WorkflowError)) throw error;
+        if (error.statusCode >= 500) request.log.warn({ workflow: name, step: error.step, code: error.code, reason: error.message }, 'workflow failed');
+        return reply.code(error.statusCode as Status).send({ error: { code: error.code, message: error.message, ...(error.step ? { step: error.step } : {}) } });
+      }
+    },
+  );
+};
+
+export default workflows;

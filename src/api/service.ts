@@ -1,0 +1,118 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { Pool } from 'undici';
+import type { Store } from '../db/types.js';
+import { DefinitionCache } from './definition-cache.js';
+import { dispatch, type ApiReply } from './dispatch.js';
+import { ApiError, invalidEnvelope } from './errors.js';
+import { HTTP_METHODS, compileProvider, type Provider } from './provider.js';
+import { upstreamRequest } from './request.js';
+import { schemaViolation } from './schema-violation.js';
+
+export type { ApiReply } from './dispatch.js';
+
+/** `server.api.send()`: the `/api` envelope of SPEC 10.2 with the organization it runs for. */
+export const ApiSendEnvelope = Type.Object(
+  {
+    organization_id: Type.String({ minLength: 1, maxLength: 256 }),
+    api: Type.String({ minLength: 1, maxLength: 64 }),
+    endpoint: Type.String({ minLength: 1, maxLength: 64 }),
+    method: Type.Union(HTTP_METHODS.map((method) => Type.Literal(method))),
+    data: Type.Optional(Type.Unknown()),
+  },
+  // Authorized envelopes also carry host, user and socket; they are ignored here.
+  { additionalProperties: true },
+);
+export type ApiSendEnvelope = Static<typeof ApiSendEnvelope>;
+const sendCheck = TypeCompiler.Compile(ApiSendEnvelope);
+
+export interface ApiCallOptions {
+  /** Aborts the call (a workflow's deadline); never lengthens the provider's own timeout. */
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+export interface ApiLog {
+  warn(details: Record<string, unknown>, message: string): void;
+}
+
+/** Pools stay warm this long without requests; a provider nobody calls holds no sockets. */
+const KEEP_ALIVE_MS = 4_000;
+const CONNECTIONS_PER_PROVIDER = 32;
+
+/**
+ * SPEC 10: API providers of every organization, one undici pool per provider. Requests can only reach the
+ * provider's configured origin and base path; headers come from the provider definition, never from callers.
+ */
+export class ApiService {
+  private readonly providers: DefinitionCache<Provider> | undefined;
+  private readonly pools = new Map<string, { origin: string; pool: Pool }>();
+
+  constructor(
+    store: Store | undefined,
+    private readonly log?: ApiLog,
+  ) {
+    this.providers = store && new DefinitionCache(store, 'apis', compileProvider);
+  }
+
+  /** The same path as `POST /api`, without HTTP: the caller names the organization and is trusted. */
+  async send(envelope: unknown, options: ApiCallOptions = {}): Promise<ApiReply> {
+    if (typeof envelope === 'object' && envelope !== null && Object.hasOwn(envelope, 'url')) {
+      throw invalidEnvelope('url: there is no raw URL shortcut; name an api and an endpoint');
+    }
+    const violation = schemaViolation(sendCheck, envelope);
+    if (violation) throw invalidEnvelope(violation);
+    const valid = envelope as ApiSendEnvelope;
+    const provider = await this.provider(valid.organization_id, valid.api);
+    const endpoint = provider.endpoints.get(valid.endpoint);
+    if (!endpoint) throw new ApiError('unknown_endpoint', `api "${valid.api}" has no endpoint "${valid.endpoint}"`, 404);
+    if (endpoint.method !== valid.method) {
+      throw new ApiError('method_mismatch', `method: endpoint "${valid.endpoint}" of api "${valid.api}" is "${endpoint.method}", not "${valid.method}"`, 400);
+    }
+    const request = upstreamRequest(provider, valid.endpoint, valid.data);
+    const timeoutMs = Math.min(provider.timeoutMs, options.timeoutMs ?? Number.POSITIVE_INFINITY);
+    const headers = request.body === undefined ? provider.headers : provider.jsonHeaders;
+    return dispatch(this.pool(valid.organization_id, valid.api, provider.origin), valid.api, request, headers, {
+      timeoutMs,
+      maxResponseBytes: provider.maxResponseBytes,
+      signal: options.signal,
+    });
+  }
+
+  /** SPEC 5.5: an inactive organization keeps no sockets open. */
+  organizationInactive(organizationId: string): void {
+    for (const [key, { pool }] of this.pools) {
+      if (key.startsWith(`${organizationId}\u0000`)) {
+        this.pools.delete(key);
+        void pool.close().catch(() => undefined);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.providers?.close();
+    const pools = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(pools.map(({ pool }) => pool.close().catch(() => undefined)));
+  }
+
+  private async provider(organizationId: string, name: string): Promise<Provider> {
+    if (!this.providers) throw new ApiError('unavailable', 'API providers are not available on this server', 503);
+    const provider = await this.providers.get(organizationId, name);
+    if (!provider) throw new ApiError('unknown_api', `no api "${name}" in this organization`, 404);
+    return provider;
+  }
+
+  private pool(organizationId: string, name: string, origin: string): Pool {
+    const key = `${organizationId}\u0000${name}`;
+    const current = this.pools.get(key);
+    if (current?.origin === origin) return current.pool;
+    if (current) {
+      // The provider moved: requests in flight finish on the old pool, new ones go to the new origin.
+      void current.pool.close().catch((error: unknown) => this.log?.warn({ err: error, api: name }, 'closing a provider pool failed'));
+    }
+    const pool = new Pool(origin, { connections: CONNECTIONS_PER_PROVIDER, keepAliveTimeout: KEEP_ALIVE_MS });
+    this.pools.set(key, { origin, pool });
+    return pool;
+  }
+}

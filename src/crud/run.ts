@@ -1,0 +1,81 @@
+import { DocumentTooLargeError, DuplicateKeyError, ScopeError, StoreError } from '../db/errors.js';
+import type { Collection, Document, Filter, Store, Update } from '../db/types.js';
+import { serializeDocument } from '../db/validate.js';
+import { assertCollectionDocument } from '../db/documents.js';
+import { DEFAULT_READ_LIMIT, parseCrudEnvelope, type CrudEnvelope } from './envelope.js';
+import { CrudError } from './errors.js';
+import { assertNoSecretPaths, redactSecrets } from './secrets.js';
+
+export type CrudResult =
+  | { insertedIds: string[] }
+  | { documents: Record<string, unknown>[] }
+  | { matchedCount: number; modifiedCount: number }
+  | { deletedCount: number };
+
+/** The store's refusals, mapped to what the caller did wrong; anything else is a server failure. */
+function asCrudError(error: unknown): unknown {
+  if (error instanceof DuplicateKeyError) return new CrudError('duplicate_key', `a document with the same ${error.index} already exists`, 409);
+  if (error instanceof DocumentTooLargeError) return new CrudError('document_too_large', error.message, 413);
+  if (error instanceof ScopeError) return new CrudError('forbidden', error.message, 403);
+  if (error instanceof StoreError && error.code !== 'store_error') return new CrudError(error.code, error.message, 400);
+  return error;
+}
+
+/**
+ * Inserts all documents or none: each is checked first, and a write that fails half-way (a duplicate name)
+ * removes the documents this call inserted before it.
+ */
+async function create(collection: Collection<Document>, name: string, documents: Record<string, unknown>[]): Promise<{ insertedIds: string[] }> {
+  for (const [index, document] of documents.entries()) {
+    try {
+      serializeDocument(document);
+      assertCollectionDocument(name, { _id: 'checked', ...document, organization_id: 'checked' });
+    } catch (error) {
+      const mapped = asCrudError(error);
+      if (mapped instanceof CrudError) throw new CrudError(mapped.code, `documents.${index}: ${mapped.message}`, mapped.statusCode);
+      throw error;
+    }
+  }
+  const insertedIds: string[] = [];
+  try {
+    for (const document of documents) insertedIds.push((await collection.insertOne(document)).insertedId);
+  } catch (error) {
+    if (insertedIds.length > 0) await collection.deleteMany({ _id: { $in: insertedIds } });
+    throw error;
+  }
+  return { insertedIds };
+}
+
+async function execute(store: Store, organizationId: string, envelope: CrudEnvelope): Promise<CrudResult> {
+  const name = envelope.collection;
+  const collection = store.forOrganization(organizationId).collection(name);
+  assertNoSecretPaths(name, envelope.filter, envelope.sort);
+  switch (envelope.method) {
+    case 'object.create':
+      return create(collection, name, envelope.documents!);
+    case 'object.read': {
+      const found = await collection.find(envelope.filter as Filter | undefined, { sort: envelope.sort, limit: envelope.limit ?? DEFAULT_READ_LIMIT });
+      return { documents: found.map((document) => redactSecrets(name, document)) };
+    }
+    case 'object.update': {
+      const { matchedCount, modifiedCount } = await collection.updateMany(envelope.filter as Filter, envelope.update as Update);
+      return { matchedCount, modifiedCount };
+    }
+    case 'object.delete':
+      return { deletedCount: (await collection.deleteMany(envelope.filter as Filter)).deletedCount };
+  }
+}
+
+/**
+ * SPEC 7.3: an authorized CRUD envelope against the caller's organization. The scope comes from authorization
+ * (`organization_id` of the envelope is the resolved one, never the caller's), through `store.forOrganization`.
+ */
+export async function runCrud(store: Store | undefined, authorized: Readonly<Record<string, unknown>> & { organization_id: string }): Promise<CrudResult> {
+  if (!store) throw new CrudError('unavailable', 'the data store is not available on this server', 503);
+  const envelope = parseCrudEnvelope(authorized);
+  try {
+    return await execute(store, authorized.organization_id, envelope);
+  } catch (error) {
+    throw asCrudError(error);
+  }
+}

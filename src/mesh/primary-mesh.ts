@@ -1,0 +1,103 @@
+import { hostname } from 'node:os';
+import type { Server } from '../server.js';
+import type { PrimaryRuntime } from '../runtime/primary.js';
+import type { WorkerRuntime } from '../runtime/worker.js';
+import type { IpcRouter } from '../ipc/router.js';
+import { Mesh, type MeshApi, type MeshMessage } from './mesh.js';
+import { SERVERS, runningPeers } from './inventory.js';
+import { meshSettings, meshUrl, publicUrl } from './settings.js';
+
+/** Primary shutdowns after which the server comes back: peers keep retrying (SPEC 6.3). */
+const RESTART_SIGNALS = new Set(['restart', 'reboot']);
+
+export interface PrimaryMesh {
+  readonly mesh: Mesh;
+  /** After the HTTP ports are bound: record this server as running and start discovery. */
+  join(): Promise<void>;
+  /** Start-up failed after the mesh port was bound. */
+  abort(): void;
+}
+
+/**
+ * Builds the primary's mesh and wires it in: the router forwards through it, workers reach it over RPC,
+ * organization changes are advertised, `state.save` writes the `master` inventory section it announces,
+ * and shutdown closes every link with 1000 (or 1012 for a restart) once the workers are gone.
+ */
+export async function attachPrimaryMesh(server: Server, primary: PrimaryRuntime, router: IpcRouter): Promise<PrimaryMesh> {
+  const { config, log } = server;
+  const settings = meshSettings(config);
+  const cluster = config.server.cluster;
+  const startedAt = new Date().toISOString();
+  const meshLog = log.child({ component: 'mesh' });
+  const mesh = new Mesh({
+    serverId: server.id,
+    cluster,
+    config: config.mesh,
+    settings,
+    log: meshLog,
+    route: (envelope, options) => router.route(envelope, options),
+    organizations: () => server.organizations.active(),
+    publicUrl: () => publicUrl(config, primary.ports),
+    discover: () => runningPeers(server.db, server.id, cluster),
+    inventoryToken: () => server.db.changeToken([SERVERS]),
+  });
+  router.forwarder = mesh;
+  server.mesh = mesh;
+  server.on('organization.active', ({ organization_id }) => mesh.organizationActive(organization_id));
+  server.on('organization.inactive', ({ organization_id }) => mesh.organizationInactive(organization_id));
+  primary.handleWorkerRpc('primary.mesh.send', (params) => mesh.send(params as MeshMessage));
+  primary.handleWorkerRpc('primary.mesh.peers', () => mesh.peers());
+
+  let leaving = false;
+  const port = await mesh.listen();
+  if (port !== undefined) mesh.url = meshUrl(config, port, Boolean(settings.tls));
+  server.state.describeInventory(() => ({
+    // `stopping` covers the whole graceful shutdown: peers stop dialing a server that is leaving.
+    status: leaving || primary.status === 'stopping' ? 'stopped' : 'running',
+    pid: process.pid,
+    hostname: hostname(),
+    publicUrl: publicUrl(config, primary.ports),
+    meshUrl: mesh.url ?? null,
+    workers: server.totalWorkers,
+    startedAt,
+    updatedAt: new Date().toISOString(),
+  }));
+
+  server.onShutdown(async () => {
+    leaving = true;
+    mesh.beginShutdown();
+    try {
+      await server.state.save();
+    } catch (error) {
+      meshLog.error({ err: error }, 'inventory record not marked stopped');
+    }
+  });
+  // Last step of the shutdown (SPEC 1.5): links carried envelopes while workers drained.
+  server.on('shutdown:complete', ({ signal }) => mesh.close(RESTART_SIGNALS.has(signal) ? 1012 : 1000));
+
+  return {
+    mesh,
+    async join() {
+      try {
+        await server.state.save();
+      } catch (error) {
+        meshLog.error({ err: error }, 'inventory record not written: peers will not discover this server');
+      }
+      mesh.join();
+      if (mesh.url) meshLog.info({ url: mesh.url, cluster }, 'mesh listening');
+    },
+    abort: () => mesh.close(1001),
+  };
+}
+
+/** A worker's `server.mesh`: sends go through its primary, which holds the links; handlers live there too. */
+export function workerMesh(runtime: WorkerRuntime): MeshApi {
+  return {
+    // The primary validates the message; the worker only needs a wait a little longer than the call's.
+    send: (message) => runtime.rpc.call('primary.mesh.send', message, (typeof message?.timeoutMs === 'number' && message.timeoutMs > 0 ? Math.min(message.timeoutMs, 120_000) : 5_000) + 1_000),
+    handle: () => {
+      throw new Error('mesh handlers run in the primary: register them where server.isPrimary is true');
+    },
+    peers: () => runtime.rpc.call('primary.mesh.peers'),
+  };
+}

@@ -1,0 +1,29 @@
+import { ApiService } from '../api/service.js';
+import type { Store } from '../db/types.js';
+import type { RequestResult } from '../ipc/handlers.js';
+import type { Logger } from '../logging/logger.js';
+import { WebhookService } from '../webhooks/service.js';
+import { WorkflowService } from './service.js';
+
+/** `server.api`, `server.workflow`, `server.webhooks` (SPEC 10–12). */
+export interface Automation {
+  api: ApiService;
+  workflow: WorkflowService;
+  webhooks: WebhookService;
+}
+
+/** What the services need from the server object; read when used, since IPC is attached after them. */
+export interface AutomationHost {
+  db: Store | undefined;
+  log: Logger;
+  request(envelope: unknown, options?: { timeoutMs?: number }): Promise<RequestResult>;
+  on?(event: 'organization.inactive', listener: (payload: { organization_id: string }) => void): unknown;
+}
+
+export function openAutomation(host: AutomationHost): Automation {
+  const api = new ApiService(host.db, host.log.child({ component: 'api' }));
+  const workflow = new WorkflowService({ store: host.db, api, request: (envelope, options) => host.request(envelope, options) });
+  const webhooks = new WebhookService({ store: host.db, workflow, log: host.log.child({ component: 'webhooks' }) });
+  host.on?.('organization.inactive', ({ organization_id }) => api.organizationInactive(organization_id));
+  return { api, workflow, webhooks };
+}

@@ -1,0 +1,125 @@
+import type { ApiCallOptions, ApiReply } from '../api/service.js';
+import { ApiError } from '../api/errors.js';
+import { IpcError } from '../ipc/envelope.js';
+import type { RequestResult } from '../ipc/handlers.js';
+import type { CompiledStep, CompiledWorkflow } from './definition.js';
+import { WorkflowError } from './errors.js';
+import type { Scope } from './template.js';
+
+/** Nesting of workflow steps, the top-level run included: enough for composition, a wall for recursion. */
+export const MAX_WORKFLOW_DEPTH = 8;
+/** Steps of one run, nested ones included: a fan-out of nested workflows cannot multiply without bound. */
+export const MAX_STEPS_PER_RUN = 256;
+const DEFAULT_IPC_TIMEOUT_MS = 5_000;
+
+export interface EngineDeps {
+  api: { send(envelope: unknown, options?: ApiCallOptions): Promise<ApiReply> };
+  request?(envelope: unknown, options: { timeoutMs?: number }): Promise<RequestResult>;
+  resolve(organizationId: string, name: string): Promise<CompiledWorkflow | null>;
+}
+
+interface RunContext {
+  organizationId: string;
+  depth: number;
+  budget: { steps: number };
+  /** Set when the run's deadline passed: later steps do not start (the run has already failed). */
+  expired: { value: boolean };
+  deadline: number;
+  /** Names of the steps running now, outermost first: what a timeout reports. */
+  active: string[];
+}
+
+const remaining = (context: RunContext) => Math.max(1, context.deadline - Date.now());
+
+/** Prefixes the step's name; nested failures read `step "outer" → step "inner": ...`. */
+function atStep(error: unknown, step: CompiledStep): unknown {
+  if (error instanceof WorkflowError) {
+    return new WorkflowError(error.code, `step "${step.name}"${error.step ? ' → ' : ': '}${error.message}`, error.statusCode, step.name);
+  }
+  if (error instanceof ApiError) {
+    // The provider's own failures keep their status; an unknown api or endpoint is the definition's fault.
+    const status = error.statusCode === 404 ? 422 : error.statusCode;
+    return new WorkflowError('step_failed', `step "${step.name}": ${error.message}`, status, step.name);
+  }
+  if (error instanceof IpcError) {
+    return new WorkflowError('step_failed', `step "${step.name}": ${error.message}`, error.status === 503 ? 503 : 422, step.name);
+  }
+  return error;
+}
+
+async function runStep(deps: EngineDeps, step: CompiledStep, scope: Scope, context: RunContext): Promise<unknown> {
+  if (step.kind === 'api') {
+    const envelope = { organization_id: context.organizationId, api: step.api, endpoint: step.endpoint, method: step.method, data: step.data?.(scope) };
+    // The call's own timeout ends at the run's deadline at the latest, so nothing outlives the run for long.
+    const reply = await deps.api.send(envelope, { timeoutMs: remaining(context) });
+    if (reply.status >= 400) throw new WorkflowError('step_failed', `provider "${step.api}" answered ${reply.status}`, 502);
+    return reply.data;
+  }
+  if (step.kind === 'workflow') {
+    const next = await deps.resolve(context.organizationId, step.workflow);
+    if (!next) throw new WorkflowError('unknown_workflow', `no workflow "${step.workflow}"`, 422);
+    return execute(deps, next, step.input ? step.input(scope) : scope.input, { ...context, depth: context.depth + 1 });
+  }
+  if (!deps.request) throw new WorkflowError('unavailable', 'IPC is not available in this process', 503);
+  const envelope: Record<string, unknown> = { ...(step.envelope(scope) as Record<string, unknown>), organization_id: context.organizationId };
+  const timeoutMs = Math.min((envelope.timeoutMs as number | undefined) ?? DEFAULT_IPC_TIMEOUT_MS, remaining(context));
+  const result = await deps.request({ ...envelope, timeoutMs }, { timeoutMs });
+  const failed = result.replies.find((reply) => !reply.ok);
+  if (failed) throw new WorkflowError('step_failed', `worker ${failed.worker} of ${failed.server} answered ${failed.error?.code}: ${failed.error?.message}`, 502);
+  if (result.replies.length === 0) throw new WorkflowError('step_failed', 'no target answered', 502);
+  return result;
+}
+
+async function execute(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, context: RunContext): Promise<unknown> {
+  if (context.depth > MAX_WORKFLOW_DEPTH) throw new WorkflowError('depth_exceeded', `workflows nest deeper than ${MAX_WORKFLOW_DEPTH} levels`, 422);
+  const steps: Record<string, unknown> = {};
+  const scope: Scope = { input, steps };
+  let last: unknown = null;
+  for (const step of workflow.steps) {
+    if (context.expired.value) throw new WorkflowError('workflow_timeout', 'the run is over', 504);
+    if (--context.budget.steps < 0) throw atStep(new WorkflowError('step_limit', `a run may take at most ${MAX_STEPS_PER_RUN} steps`, 422), step);
+    context.active.push(step.name);
+    try {
+      last = await runStep(deps, step, scope, context);
+    } catch (error) {
+      throw atStep(error, step);
+    } finally {
+      context.active.pop();
+    }
+    steps[step.name] = last;
+  }
+  if (!workflow.output) return last;
+  try {
+    return workflow.output(scope);
+  } catch (error) {
+    if (error instanceof WorkflowError) throw new WorkflowError(error.code, `output: ${error.message}`, error.statusCode);
+    throw error;
+  }
+}
+
+/**
+ * One run of a workflow for one input (SPEC 11.2). The whole run, nested workflows included, shares one
+ * deadline and one step budget; when the deadline passes the run fails even if a step ignores it, and every
+ * API or IPC call it makes times out by then at the latest.
+ */
+export async function runWorkflow(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, organizationId: string): Promise<unknown> {
+  const active: string[] = [];
+  const expired = { value: false };
+  const context: RunContext = { organizationId, depth: 1, budget: { steps: MAX_STEPS_PER_RUN }, expired, deadline: Date.now() + workflow.timeoutMs, active };
+  // Only an output template: nothing can wait, so no deadline is needed.
+  if (workflow.steps.length === 0) return execute(deps, workflow, input, context);
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      expired.value = true;
+      const at = active.map((name) => `step "${name}"`).join(' → ');
+      reject(new WorkflowError('workflow_timeout', `${at ? `${at}: ` : ''}workflow "${workflow.name}" did not finish within ${workflow.timeoutMs} ms`, 504, active[0]));
+    }, workflow.timeoutMs);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([execute(deps, workflow, input, context), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

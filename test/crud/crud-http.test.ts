@@ -1,0 +1,118 @@
+import t from 'tap';
+import WebSocket from 'ws';
+import type { AddressInfo } from 'node:net';
+import { key } from '../auth/fixtures/tenants.js';
+import { automationApp, postJson } from '../api/fixtures/app.js';
+
+const fixture = await automationApp();
+t.teardown(() => fixture.close());
+const { app, store, acme, globex } = fixture;
+const crud = (body: Record<string, unknown>, options: { key?: string | null; tenant?: typeof acme } = {}) =>
+  postJson(app, '/crud', body, { tenant: options.tenant ?? acme, key: options.key });
+
+const provider = { name: 'items', baseUrl: 'https://items.example', headers: { authorization: { secret: 'Bearer upstream-secret' }, accept: 'application/json' }, endpoints: { list: { method: 'get', path: '/items' } } };
+const webhook = { name: 'github', verify: { scheme: 'hmac-sha256', header: 'x-hub-signature-256', prefix: 'sha256=', secret: 'hook-secret' }, workflows: { '*': 'w' } };
+
+t.test('create, read, update, delete within the caller organization', async (t) => {
+  const created = await crud({ method: 'object.create', collection: 'apis', documents: [{ ...provider, organization_id: globex.organization_id }] });
+  t.equal(created.statusCode, 200);
+  t.equal(created.json().insertedIds.length, 1);
+  t.equal(created.headers['cache-control'], 'no-store');
+  const stored = await store.collection('apis').findOne({ _id: created.json().insertedIds[0] });
+  t.equal(stored?.organization_id, acme.organization_id, "the organization is the caller's, never the document's");
+
+  const read = await crud({ method: 'object.read', collection: 'apis', filter: { name: 'items' } });
+  t.equal(read.json().documents.length, 1);
+  t.same(read.json().documents[0].headers, { authorization: { secret: '[redacted]' }, accept: 'application/json' }, 'header secrets are redacted, plain headers shown');
+  t.notMatch(read.body, /upstream-secret/);
+
+  t.same((await crud({ method: 'object.read', collection: 'apis' }, { tenant: globex })).json(), { documents: [] }, 'invisible to another organization');
+  t.same((await crud({ method: 'object.update', collection: 'apis', filter: {}, update: { $set: { timeoutMs: 1 } } }, { tenant: globex })).json(), { matchedCount: 0, modifiedCount: 0 });
+  t.same((await crud({ method: 'object.delete', collection: 'apis', filter: {} }, { tenant: globex })).json(), { deletedCount: 0 });
+
+  const updated = await crud({ method: 'object.update', collection: 'apis', filter: { name: 'items' }, update: { $set: { timeoutMs: 3000 } } });
+  t.same(updated.json(), { matchedCount: 1, modifiedCount: 1 });
+  const sorted = await crud({ method: 'object.read', collection: 'apis', sort: { name: -1 }, limit: 1 });
+  t.equal(sorted.json().documents[0].timeoutMs, 3000);
+  t.same((await crud({ method: 'object.delete', collection: 'apis', filter: { name: 'items' } })).json(), { deletedCount: 1 });
+});
+
+t.test('secrets can never be read back or queried', async (t) => {
+  await crud({ method: 'object.create', collection: 'webhooks', documents: [webhook] });
+  const read = await crud({ method: 'object.read', collection: 'webhooks' });
+  t.equal(read.json().documents[0].verify.secret, '[redacted]');
+  t.notMatch(read.body, /hook-secret/);
+  for (const body of [
+    { method: 'object.read', collection: 'webhooks', filter: { 'verify.secret': { $gt: 'a' } } },
+    { method: 'object.read', collection: 'webhooks', filter: { $or: [{ verify: { scheme: 'x' } }] } },
+    { method: 'object.read', collection: 'webhooks', sort: { 'verify.secret': 1 } },
+    { method: 'object.delete', collection: 'webhooks', filter: { 'verify.secret': 'hook-secret' } },
+    { method: 'object.read', collection: 'apis', filter: { 'headers.authorization.secret': { $exists: true } } },
+  ]) {
+    const reply = await crud(body);
+    t.equal(reply.statusCode, 400, JSON.stringify(body));
+    t.equal(reply.json().error.code, 'secret_field');
+  }
+  const keys = await crud({ method: 'object.read', collection: 'keys' });
+  t.equal(keys.statusCode, 200);
+  t.ok(keys.json().documents.length >= 1);
+  for (const document of keys.json().documents) t.notOk('secretHash' in document, 'no key hash');
+  t.equal((await crud({ method: 'object.read', collection: 'keys', filter: { secretHash: { $gt: '0' } } })).statusCode, 403);
+  t.equal((await crud({ method: 'object.update', collection: 'keys', filter: {}, update: { $set: { secretHash: 'f'.repeat(64) } } })).statusCode, 403);
+});
+
+t.test('authorized per method with a collection restriction', async (t) => {
+  const reader = await key(store, { organizationId: acme.organization_id, name: 'reader', permissions: { 'object.read': { collection: ['workflows'] } } });
+  t.equal((await crud({ method: 'object.read', collection: 'workflows' }, { key: reader })).statusCode, 200);
+  t.equal((await crud({ method: 'object.read', collection: 'apis' }, { key: reader })).statusCode, 403);
+  t.equal((await crud({ method: 'object.create', collection: 'workflows', documents: [{ name: 'x', steps: [] }] }, { key: reader })).statusCode, 403);
+  t.equal((await crud({ method: 'object.read', collection: 'workflows' }, { key: null })).statusCode, 403);
+});
+
+t.test('bad envelopes are 4xx naming the problem and change nothing', async (t) => {
+  const cases: Array<[Record<string, unknown>, number, RegExp]> = [
+    [{ method: 'object.create', collection: 'apis' }, 400, /^documents: is required by object.create/],
+    [{ method: 'object.create', collection: 'apis', documents: [provider], filter: {} }, 400, /^filter: not used by object.create/],
+    [{ method: 'object.update', collection: 'apis', filter: {} }, 400, /^update: is required/],
+    [{ method: 'object.delete', collection: 'apis' }, 400, /^filter: is required/],
+    [{ method: 'object.read', collection: 'apis', filter: { $where: 'x' } }, 400, /\$where/],
+    [{ method: 'object.read', collection: 'apis', limit: 0 }, 400, /^limit/],
+    [{ method: 'object.read', collection: 'a b' }, 400, /^collection/],
+    [{ method: 'object.read', collection: 'apis', colection: 'x' }, 400, /^colection: unknown field/],
+    [{ method: 'object.drop', collection: 'apis' }, 400, /^method/],
+    [{ method: 'object.update', collection: 'apis', filter: {}, update: { name: 'x' } }, 400, /operators/],
+    [{ method: 'object.read', collection: 'organizations' }, 403, /organizations/],
+    [{ method: 'object.create', collection: 'apis', documents: [{ name: 'no-base-url' }] }, 400, /^documents\.0: invalid apis document: baseUrl/],
+    [{ method: 'object.create', collection: 'things', documents: [{ $bad: 1 }] }, 400, /^documents\.0: /],
+  ];
+  for (const [body, status, message] of cases) {
+    const reply = await crud(body);
+    t.equal(reply.statusCode, status, JSON.stringify(body));
+    t.match(reply.json().error.message, message);
+  }
+  const before = await store.forOrganization(acme.organization_id).collection('workflows').countDocuments();
+  const duplicate = await crud({ method: 'object.create', collection: 'workflows', documents: [{ name: 'fresh', steps: [] }, { name: 'twin', steps: [] }, { name: 'twin', steps: [] }] });
+  t.equal(duplicate.statusCode, 409);
+  t.equal(await store.forOrganization(acme.organization_id).collection('workflows').countDocuments(), before, 'all or nothing: no document of the batch stays');
+});
+
+t.test('the same envelopes over the WebSocket', async (t) => {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  const socket = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host: acme.host, authorization: `Bearer ${acme.adminKey}` }, perMessageDeflate: false });
+  t.teardown(() => socket.terminate());
+  const frames: any[] = [];
+  socket.on('message', (data) => frames.push(JSON.parse(String(data))));
+  await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+  const ask = async (frame: Record<string, unknown>) => {
+    socket.send(JSON.stringify(frame));
+    while (!frames.some((reply) => reply.id === frame.requestId)) await new Promise((resolve) => setTimeout(resolve, 5));
+    return frames.find((reply) => reply.id === frame.requestId);
+  };
+  t.match(await ask({ requestId: 1, method: 'object.create', collection: 'servers_config', documents: [{ name: 'routing', type: 'routing' }] }), { ok: true, result: { insertedIds: [String] } });
+  t.match(await ask({ requestId: 2, method: 'object.read', collection: 'servers_config' }), { ok: true, result: { documents: [{ name: 'routing', organization_id: acme.organization_id }] } });
+  t.match(await ask({ requestId: 3, method: 'object.read', collection: 'webhooks' }), { ok: true, result: { documents: [{ verify: { secret: '[redacted]' } }] } });
+  for (let i = 0; i < 6; i++) t.match(await ask({ requestId: `dup-${i}`, method: 'object.create', collection: 'servers_config', documents: [{ name: 'routing', type: 'routing' }] }), { ok: false, error: { code: 'duplicate_key' } });
+  t.equal(socket.readyState, WebSocket.OPEN, 'refused CRUD envelopes do not count as abuse');
+  t.match(await ask({ requestId: 4, method: 'object.read', collection: 'x', bogus: 1 }), { ok: false, error: { code: 'invalid_envelope', message: /^bogus: unknown field/ } });
+});

@@ -1,0 +1,54 @@
+import t, { type Test } from 'tap';
+import path from 'node:path';
+import { EmbeddedStore } from '../../src/db/embedded/store.js';
+import { ensureStandardIndexes } from '../../src/db/open.js';
+import { runningPeers, saveInventorySection } from '../../src/mesh/inventory.js';
+import { tempDir } from '../helpers/server-process.js';
+
+async function store(t: Test): Promise<EmbeddedStore> {
+  const db = await EmbeddedStore.open(path.join(tempDir('fleetplane-inventory-'), 'store.db'));
+  await ensureStandardIndexes(db);
+  t.teardown(() => db.close());
+  return db;
+}
+
+t.test('sections are merged field by field: the master and each worker write their own part', async (t) => {
+  const db = await store(t);
+  t.same(await saveInventorySection(db, 's1', 'blue', 'master', { status: 'running', pid: 10, meshUrl: 'ws://h:1', absent: undefined }), { saved: true });
+  await saveInventorySection(db, 's1', 'blue', 'workers.1', { status: 'ready', pid: 11 });
+  await db.collection('servers').updateOne({ _id: 's1' }, { $set: { 'master.infrastructure': { instanceId: 'i-1' } } });
+  await saveInventorySection(db, 's1', 'blue', 'master', { status: 'stopped' });
+  t.same(await db.collection('servers').findOne({ _id: 's1' }), {
+    _id: 's1',
+    cluster_id: 'blue',
+    master: { status: 'stopped', pid: 10, meshUrl: 'ws://h:1', infrastructure: { instanceId: 'i-1' } },
+    workers: { '1': { status: 'ready', pid: 11 } },
+  });
+});
+
+t.test('a record marked terminating or failed by another subsystem is left alone', async (t) => {
+  const db = await store(t);
+  for (const held of ['terminating', 'failed']) {
+    await db.collection('servers').insertOne({ _id: `s-${held}`, cluster_id: 'blue', master: { status: held } });
+    t.same(await saveInventorySection(db, `s-${held}`, 'blue', 'master', { status: 'running' }), { saved: false, skipped: `the record is ${held}` });
+    t.same((await db.collection('servers').findOne({ _id: `s-${held}` }))!.master, { status: held }, 'unchanged');
+  }
+});
+
+t.test('discovery lists running servers of the same group with a smaller id and a mesh URL', async (t) => {
+  const db = await store(t);
+  const servers = db.collection('servers');
+  await servers.insertOne({ _id: 'a', cluster_id: 'blue', master: { status: 'running', meshUrl: 'ws://a:8090', startedAt: 't1' } });
+  await servers.insertOne({ _id: 'b', cluster_id: 'blue', master: { status: 'stopped', meshUrl: 'ws://b:8090' } });
+  await servers.insertOne({ _id: 'c', cluster_id: 'green', master: { status: 'running', meshUrl: 'ws://c:8090' } });
+  await servers.insertOne({ _id: 'd', cluster_id: 'blue', master: { status: 'running' } });
+  await servers.insertOne({ _id: 'e', cluster_id: 'blue', master: { status: 'running', meshUrl: 'http://e' } });
+  await servers.insertOne({ _id: 'f', cluster_id: 'blue', master: { status: 'running', meshUrl: 'wss://f:8090' } });
+  await servers.insertOne({ _id: 'm', cluster_id: 'blue', master: { status: 'running', meshUrl: 'ws://m:8090' } });
+  await servers.insertOne({ _id: 'z', cluster_id: 'blue', master: { status: 'running', meshUrl: 'ws://z:8090' } });
+  t.same(await runningPeers(db, 'm', 'blue'), [
+    { id: 'a', url: 'ws://a:8090', startedAt: 't1' },
+    { id: 'f', url: 'wss://f:8090' },
+  ], 'not stopped, not another group, not without a usable URL, not itself, not a larger id');
+  t.same(await runningPeers(db, 'a', 'blue'), [], 'the smallest id dials nobody');
+});
