@@ -1,0 +1,81 @@
+import type { Store } from './types.js';
+
+export interface StoreCacheOptions {
+  /** How stale an entry may be in a process that did not write it (default 250 ms). */
+  revalidateMs?: number;
+  /** Entry cap; keys come from requests, so an attacker must not grow the cache forever. */
+  maxEntries?: number;
+  now?: () => number;
+}
+
+/**
+ * A per-process cache of documents read from some collections of the store. Workers are separate processes
+ * sharing the store, so invalidation cannot be a message from whoever wrote. Instead every write bumps a
+ * per-collection counter in the same transaction (`Store.changeToken`) and the cache re-reads the counters at
+ * most every `revalidateMs`: one indexed read per interval whatever the request rate, for SQLite and MongoDB
+ * alike (`PRAGMA data_version` changes on every commit to any table, and MongoDB has no equivalent). Writes
+ * through this process's store clear the cache at once.
+ */
+export class StoreCache {
+  private readonly entries = new Map<string, unknown>();
+  private readonly revalidateMs: number;
+  private readonly maxEntries: number;
+  private readonly now: () => number;
+  private token: string | undefined;
+  private checkedAt = Number.NEGATIVE_INFINITY;
+  /** Bumped on every clear; a load that started before a clear does not cache its (possibly stale) answer. */
+  private generation = 0;
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly store: Store,
+    private readonly collections: readonly string[],
+    options: StoreCacheOptions = {},
+  ) {
+    this.revalidateMs = options.revalidateMs ?? 250;
+    this.maxEntries = options.maxEntries ?? 10_000;
+    this.now = options.now ?? Date.now;
+    this.unsubscribe = store.onChange((collection) => {
+      if (collections.includes(collection)) this.clear();
+    });
+  }
+
+  /** The cached value for `key`, else what `load` returns (cached unless the cache was cleared meanwhile). */
+  async get<T>(key: string, load: () => Promise<T>): Promise<T> {
+    if (this.now() - this.checkedAt >= this.revalidateMs) await this.revalidate();
+    if (this.entries.has(key)) return this.entries.get(key) as T;
+    const generation = this.generation;
+    const value = await load();
+    if (generation === this.generation) {
+      if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+      this.entries.set(key, value);
+    }
+    return value;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  has(key: string): boolean {
+    return this.entries.has(key);
+  }
+
+  clear(): void {
+    this.generation += 1;
+    this.entries.clear();
+  }
+
+  close(): void {
+    this.unsubscribe();
+  }
+
+  private async revalidate(): Promise<void> {
+    this.checkedAt = this.now();
+    const token = await this.store.changeToken(this.collections);
+    if (token !== this.token) {
+      this.token = token;
+      this.clear();
+    }
+  }
+}
