@@ -10,21 +10,26 @@ import path from 'node:path';
 const root = path.resolve(import.meta.dirname, '..');
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
+/** A node process in its own process group; the group (workers included) is killed when this script exits. */
+function spawnGroup(args, options) {
+  const child = spawn(process.execPath, args, { ...options, detached: true });
+  const kill = () => {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  };
+  process.on('exit', kill);
+  return { child, kill };
+}
+
 const dataDir = mkdtempSync(path.join(tmpdir(), 'fleetplane-bench-ipc-'));
 const config = { workers: 1, dataDir, http: { port: 0, host: '127.0.0.1' }, log: { level: 'error' }, health: { heartbeatMs: 0 } };
-const child = spawn(process.execPath, [path.join(root, 'bench', 'fixtures', 'ipc-server.mjs')], {
+const { child, kill: killGroup } = spawnGroup([path.join(root, 'bench', 'fixtures', 'ipc-server.mjs')], {
   env: { ...process.env, BENCH_CONFIG: JSON.stringify(config), BENCH_ROUNDS: '5' },
   stdio: ['ignore', 'pipe', 'inherit'],
-  detached: true,
 });
-const killGroup = () => {
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    // gone
-  }
-};
-process.on('exit', killGroup);
 const timer = setTimeout(() => {
   console.error('ipc bench timed out');
   killGroup();
@@ -53,19 +58,10 @@ const initialized = spawnSync(process.execPath, [cli, 'init', '--json', '--data-
 if (initialized.status !== 0) throw new Error(`init failed: ${initialized.stderr}`);
 const { key } = JSON.parse(initialized.stdout);
 const port = await freePort();
-const controlServer = spawn(process.execPath, [cli, 'start', '--port', String(port), '--workers', '1', '--data-dir', controlDir], {
+const { kill: stopControl } = spawnGroup([cli, 'start', '--port', String(port), '--workers', '1', '--data-dir', controlDir], {
   env: { ...process.env, FLEETPLANE_HTTP_HOST: '127.0.0.1', FLEETPLANE_LOG_LEVEL: 'error' },
   stdio: 'ignore',
-  detached: true,
 });
-const stopControl = () => {
-  try {
-    process.kill(-controlServer.pid, 'SIGKILL');
-  } catch {
-    // gone
-  }
-};
-process.on('exit', stopControl);
 for (let attempt = 0; attempt < 100; attempt++) {
   const ready = await fetch(`http://127.0.0.1:${port}/readyz`).then((reply) => reply.ok, () => false);
   if (ready) break;
