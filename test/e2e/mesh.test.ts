@@ -96,7 +96,9 @@ t.test('organization_id reaches only the servers (and workers) serving it; mesh.
 
   // A socket of org-y on C, then closed: after the grace period C tells its peers the organization is gone.
   const opened = (await request(c.port, '/fixture/org?org=org-y&action=open')).json();
+  // The advertisement reaches each peer on its own link; the request goes out from B, so B must have it.
   await waitForPeerState(a, (peers) => peers.find((peer) => peer.server === C)?.organizations.includes('org-y') ?? false);
+  await waitForPeerState(b, (peers) => peers.find((peer) => peer.server === C)?.organizations.includes('org-y') ?? false);
   await deliveredExactly(t, b, { organization_id: 'org-y' }, [`${C}/worker ${opened.worker}`], 'org-y while C serves it');
   let closedBy = -1;
   for (let i = 0; i < 20 && closedBy !== opened.worker; i++) {
