@@ -19,6 +19,13 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
 
   const notFound = (name: string) => new WebhookError('unknown_webhook', `no webhook "${name}"`, 404);
 
+  // Runs started after a 202 are part of this worker's in-flight work: closing the app (shutdown,
+  // restart) waits for them. Each run is bounded by its workflow's time limit, so the wait is too.
+  const running = new Set<Promise<void>>();
+  app.addHook('onClose', async () => {
+    while (running.size > 0) await Promise.all(running);
+  });
+
   app.post(
     '/webhooks/*',
     {
@@ -49,10 +56,14 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
         const details = { webhook: name, event: outcome.event, workflow: outcome.workflow };
         // After the reply is written: the sender never waits for the workflow, and never sees its outcome.
         reply.raw.once('finish', () => {
-          outcome.run().then(
-            () => log.info(details, 'webhook workflow finished'),
-            (error: unknown) => log.error({ ...details, reason: error instanceof Error ? error.message : String(error) }, 'webhook workflow failed'),
-          );
+          const run = outcome
+            .run()
+            .then(
+              () => log.info(details, 'webhook workflow finished'),
+              (error: unknown) => log.error({ ...details, reason: error instanceof Error ? error.message : String(error) }, 'webhook workflow failed'),
+            )
+            .finally(() => running.delete(run));
+          running.add(run);
         });
         return reply.code(202).send({ accepted: true, event: outcome.event, workflow: outcome.workflow });
       } catch (error) {

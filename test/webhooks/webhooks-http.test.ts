@@ -117,3 +117,20 @@ t.test("the workflow's failure after the 202 is logged, with the step, without s
   t.match(line, { level: 50, webhook: 'github', event: 'issues', workflow: 'breaks', reason: 'step "boom": provider "items" answered 500' });
   t.notOk(logged(/upstream-token-123/), 'provider secrets are not logged either');
 });
+
+t.test('closing the app (shutdown, restart) waits for workflow runs started after a 202', async (t) => {
+  const closing = await automationApp();
+  const tenant = closing.store.forOrganization(closing.acme.organization_id);
+  await tenant.collection('apis').insertOne(itemsProvider(upstream));
+  await tenant.collection('workflows').insertOne({ name: 'takes-a-while', steps: [{ name: 'wait', api: 'items', endpoint: 'later', method: 'post' }] });
+  await tenant.collection('webhooks').insertOne({ name: 'hook', verify: { scheme: 'token', header: 'x-token', secret: SECRET }, workflows: { '*': 'takes-a-while' } });
+  const before = upstream.hits.length;
+  const reply = await closing.app.inject({ method: 'POST', url: '/webhooks/hook', headers: { host: closing.acme.host, 'content-type': 'application/json', 'x-token': SECRET }, payload: '{}' });
+  t.equal(reply.statusCode, 202);
+  const [hit] = (await upstream.waitForHits(before + 1)).slice(before);
+  t.equal(hit!.url, '/later', 'the run is waiting on its provider');
+  await closing.app.close();
+  t.ok(closing.logs.some((line) => /webhook workflow finished/.test(line)), 'the run had finished when close() resolved');
+  await closing.automation.api.close();
+  await closing.store.close();
+});
