@@ -30,6 +30,8 @@ export interface LinkHandler {
   /** A validated `envelope` or `call` frame for this server. */
   onRequest(link: PeerLink, frame: FrameOf<'envelope'> | FrameOf<'call'>): void;
   onClose(link: PeerLink, code: number, reason: string): void;
+  /** The peer's first `hello`: from now on the link is `ready`. */
+  onGreeted(link: PeerLink): void;
 }
 
 type Reply = FrameOf<'replies'> | FrameOf<'result'> | FrameOf<'error'>;
@@ -52,6 +54,7 @@ export class PeerLink {
   private readonly heartbeat: NodeJS.Timeout;
   private pongTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  private greeted = false;
   private corked = false;
   private readonly uncork = () => {
     this.corked = false;
@@ -81,6 +84,15 @@ export class PeerLink {
 
   get open(): boolean {
     return !this.closed && this.ws.readyState === WebSocket.OPEN;
+  }
+
+  /**
+   * Open, and the peer's `hello` (public URL, organizations) has arrived. Only ready links are listed, chosen
+   * for envelopes and fallbacks: before its hello a peer's organizations are unknown, so routing by them would
+   * silently skip it.
+   */
+  get ready(): boolean {
+    return this.greeted && this.open;
   }
 
   get bufferedAmount(): number {
@@ -212,6 +224,10 @@ export class PeerLink {
         this.publicUrl = frame.publicUrl;
         this.organizations.clear();
         for (const id of frame.organizations) this.organizations.add(id);
+        if (!this.greeted) {
+          this.greeted = true;
+          this.handler.onGreeted(this);
+        }
         return;
       case 'org.active':
         this.organizations.add(frame.organization_id);

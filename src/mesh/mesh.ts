@@ -41,7 +41,7 @@ export interface MeshDeps {
 /**
  * The primary's mesh (SPEC 6): a listener for peers that dial in, dialers for the peers this server dials,
  * and one authenticated link per pair. Implements the router's `PeerForwarder`. Events (for observability):
- * `link:open`, `link:close`, `reconnect`, `giveup`, `refused`.
+ * `link:open` (once the peer's hello arrived), `link:close`, `reconnect`, `giveup`, `refused`.
  */
 export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
   private readonly links = new Map<string, PeerLink>();
@@ -60,6 +60,10 @@ export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
   private readonly linkHandler: LinkHandler = {
     onRequest: (link, frame) => this.answer(link, frame),
     onClose: (link, code, reason) => this.linkDropped(link, code, reason),
+    onGreeted: (link) => {
+      this.deps.log.info({ peer: link.peer, direction: link.direction }, 'mesh link open');
+      this.notify('link:open', { peer: link.peer, direction: link.direction });
+    },
   };
 
   constructor(private readonly deps: MeshDeps) {
@@ -130,7 +134,7 @@ export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
   async send(message: MeshMessage): Promise<MeshReply> {
     checkMeshMessage(message);
     const link = this.links.get(message.server);
-    if (!link?.open) throw new MeshError('unavailable', `no mesh link to server "${message.server}"`);
+    if (!link?.ready) throw new MeshError('unavailable', `no mesh link to server "${message.server}"`);
     const reply = await link.call({ type: 'call', method: message.method, data: message.data }, message.timeoutMs ?? 5_000);
     if (!reply) throw new MeshError(link.open ? 'timeout' : 'unavailable', link.open ? `${message.method}: no reply from ${message.server} in time` : `the link to ${message.server} closed before it replied`);
     if (reply.type === 'error') return { server: message.server, ok: false, error: { code: reply.code, message: reply.message } };
@@ -140,14 +144,14 @@ export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
 
   async peers(): Promise<PeerInfo[]> {
     return [...this.links.values()]
-      .filter((link) => link.open)
+      .filter((link) => link.ready)
       .map((link) => ({ server: link.peer, direction: link.direction, ...(link.publicUrl ? { publicUrl: link.publicUrl } : {}), organizations: [...link.organizations].sort() }))
       .sort((a, b) => (a.server < b.server ? -1 : 1));
   }
 
   /** SPEC 1.3: the public URL of a running peer for the 307 fallback, rotating over the linked ones. */
   peerUrl(): string | undefined {
-    const urls = [...this.links.values()].filter((link) => link.open && link.publicUrl).map((link) => link.publicUrl!);
+    const urls = [...this.links.values()].filter((link) => link.ready && link.publicUrl).map((link) => link.publicUrl!);
     if (urls.length === 0) return undefined;
     return urls[this.nextFallback++ % urls.length];
   }
@@ -215,8 +219,6 @@ export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
     } catch (error) {
       log.warn({ err: error, peer }, 'hello not sent to a peer');
     }
-    log.info({ peer, direction }, 'mesh link open');
-    this.notify('link:open', { peer, direction });
     return true;
   }
 

@@ -36,9 +36,9 @@ export class RecentIds {
 /** The part of `timeoutMs` a peer gets for its own targets, leaving time for its replies to travel back. */
 export const peerTimeoutMs = (timeoutMs: number) => Math.max(1, timeoutMs - Math.min(250, Math.floor(timeoutMs / 4)));
 
-/** The open links an envelope goes to (SPEC 5.2 across servers) and the named servers that cannot be reached. */
+/** The ready links an envelope goes to (SPEC 5.2 across servers) and the named servers that cannot be reached. */
 export function selectLinks(links: Iterable<PeerLink>, cluster: string, to: NonNullable<TargetPlan['forward']>, organizationId: string | undefined): { links: PeerLink[]; missing: string[] } {
-  const open = [...links].filter((link) => link.open);
+  const open = [...links].filter((link) => link.ready);
   if (to.servers) {
     const byPeer = new Map(open.map((link) => [link.peer, link]));
     const chosen: PeerLink[] = [];

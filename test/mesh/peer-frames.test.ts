@@ -9,8 +9,8 @@ import { inProcessMesh, until, type InProcessMesh } from './in-process.js';
 
 const MAX_FRAME = 16 * 1024;
 
-/** A peer of `mesh` driven by hand: authenticated like a real one, then free to send anything. */
-async function rawPeer(mesh: InProcessMesh, id = 'z-peer'): Promise<{ ws: WebSocket; frames: any[]; closed: Promise<number> }> {
+/** A peer of `mesh` driven by hand: authenticated like a real one (its hello sent unless `greet` is false), then free to send anything. */
+async function rawPeer(mesh: InProcessMesh, { id = 'z-peer', greet = true } = {}): Promise<{ ws: WebSocket; frames: any[]; closed: Promise<number> }> {
   const { headers } = dialHeaders({ server: id, cluster: 'unit', to: mesh.id }, SECRET);
   const ws = new WebSocket(mesh.url, { headers, perMessageDeflate: false });
   const frames: any[] = [];
@@ -21,6 +21,10 @@ async function rawPeer(mesh: InProcessMesh, id = 'z-peer'): Promise<{ ws: WebSoc
     ws.once('error', reject);
   });
   await until(() => frames.some((frame) => frame.type === 'hello'), 'hello');
+  if (greet) {
+    ws.send(JSON.stringify({ type: 'hello', organizations: [] }));
+    await until(() => mesh.events.some((entry) => entry.event === 'link:open' && entry.peer === id), 'link:open');
+  }
   return { ws, frames, closed };
 }
 
@@ -131,4 +135,18 @@ t.test('sends past the per-link buffer cap fail with an error instead of queuein
   t.same((await mesh.mesh.peers()).map((peer) => peer.server), ['z-peer'], 'the link stays up');
   await Promise.all(pending);
   ws.terminate();
+});
+
+t.test("a link counts only after the peer's hello: before it, the peer is neither listed nor sent envelopes", async (t) => {
+  const mesh = await inProcessMesh('m-a');
+  t.teardown(() => mesh.mesh.close(1000));
+  const { ws } = await rawPeer(mesh, { greet: false });
+  t.same(await mesh.mesh.peers(), [], 'not listed before its hello');
+  await t.rejects(mesh.mesh.send({ method: 'mesh.echo', server: 'z-peer' }), { code: 'unavailable' }, 'mesh.send refuses it');
+  t.notOk(mesh.events.some((entry) => entry.event === 'link:open'), 'no link:open yet');
+
+  ws.send(JSON.stringify({ type: 'hello', publicUrl: 'http://z-peer.example.test', organizations: ['org-z'] }));
+  await until(() => mesh.events.some((entry) => entry.event === 'link:open'), 'link:open once the hello arrived');
+  t.same(await mesh.mesh.peers(), [{ server: 'z-peer', direction: 'in', publicUrl: 'http://z-peer.example.test', organizations: ['org-z'] }], 'listed with what its hello said');
+  ws.close();
 });
