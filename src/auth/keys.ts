@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import type { KeyDocument } from '../db/documents.js';
@@ -36,12 +36,13 @@ export function parseKey(key: string): ParsedKey | undefined {
  * authorized request cheap, while a leaked database still yields no usable key.
  */
 export function hashSecret(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex');
+  return hash('sha256', secret, 'hex');
 }
 
 /** Constant-time comparison of a presented secret with the stored hash. */
 export function secretMatches(secret: string, storedHash: Buffer): boolean {
-  const presented = createHash('sha256').update(secret).digest();
+  // One-shot hashing: no Hash object per request.
+  const presented = hash('sha256', secret, 'buffer');
   return presented.length === storedHash.length && timingSafeEqual(presented, storedHash);
 }
 
