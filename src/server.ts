@@ -257,6 +257,8 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
   };
   process.once('exit', removeSocket);
   primary.onShutdown(removeSocket);
+  // Last, when no worker is left: the embedded store's final close folds its WAL back into the file.
+  primary.onStopped(() => server.db?.close());
   if (options.handleSignals ?? true) primary.installSignalHandlers();
   try {
     await primary.start();
@@ -283,6 +285,7 @@ async function initWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise
   server.bind({ worker: runtime });
   attachWorkerServices(server, runtime);
   server.mesh = workerMesh(runtime);
+  runtime.onStopped(() => server.db?.close());
   await runtime.bind();
   runtime.attach(await options.app(server));
   return server;

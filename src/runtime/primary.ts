@@ -14,6 +14,7 @@ import type { AppHost } from './app-host.js';
 import type { WorkerRuntime } from './worker.js';
 import type { ServerStatus } from './status.js';
 import type { PrimaryChannels } from './channels.js';
+import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 
 export interface PrimaryOptions {
   config: ResolvedConfig;
@@ -45,6 +46,7 @@ export class PrimaryRuntime {
   ports: { http?: number; https?: number } = {};
   private readonly listeners: Listeners;
   private readonly shutdownHooks: ShutdownHook[] = [];
+  private readonly stoppedHooks: StoppedHook[] = [];
   private ready = true;
   private started = false;
   private shuttingDown: Promise<void> | undefined;
@@ -157,6 +159,11 @@ export class PrimaryRuntime {
     this.shutdownHooks.push(hook);
   }
 
+  /** Runs last in a graceful shutdown, once every worker is gone: releasing what they shared (the store). */
+  onStopped(hook: StoppedHook): void {
+    this.stoppedHooks.push(hook);
+  }
+
   getHealth() {
     return { ready: this.ready && !this.shuttingDown && this.status !== 'fallback' && this.status !== 'starting', live: true, status: this.status };
   }
@@ -241,6 +248,7 @@ export class PrimaryRuntime {
     if (this.fleet) await this.fleet.stop();
     if (this.options.local) await this.options.local.runtime.shutdown(signal);
     this.listeners.close();
+    await runStoppedHooks(this.stoppedHooks, log);
     events.emitSafe('shutdown:complete', { signal, durationMs: this.clock.now() - started });
     log.info({ signal, durationMs: this.clock.now() - started }, 'shutdown complete');
   }

@@ -10,6 +10,7 @@ import type { SafeEmitter } from './events.js';
 import type { WorkerStatus } from './status.js';
 import { createWorkerRegistry } from './metrics.js';
 import type { Registry } from 'prom-client';
+import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 
 export type ShutdownHook = (reason: string) => void | Promise<void>;
 
@@ -29,6 +30,7 @@ export class WorkerRuntime {
   private readonly readyGates: Array<() => Promise<void>> = [];
   private stopHeartbeat: () => void = () => {};
   private readonly shutdownHooks: ShutdownHook[] = [];
+  private readonly stoppedHooks: StoppedHook[] = [];
   readonly startedAt = Date.now();
   /** This process's metrics; the application may register its own here. */
   readonly registry: Registry;
@@ -73,6 +75,11 @@ export class WorkerRuntime {
 
   onShutdown(hook: ShutdownHook): void {
     this.shutdownHooks.push(hook);
+  }
+
+  /** Runs last in a graceful shutdown, once the app is closed: releasing what the app used (the store). */
+  onStopped(hook: StoppedHook): void {
+    this.stoppedHooks.push(hook);
   }
 
   /** Handles the payloads of one named channel from the primary (see `PrimaryChannels`). */
@@ -179,6 +186,7 @@ export class WorkerRuntime {
       this.log.error({ err: error }, 'closing the application failed');
     }
     this.connections.destroyAll();
+    await runStoppedHooks(this.stoppedHooks, this.log);
     this.setStatus('stopped');
     if (!this.inProcess) process.exit(0);
   }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config/load.js';
@@ -27,4 +27,36 @@ t.test('with mongodb.url set the store is MongoDB; an unreachable server is a cl
   t.ok(error instanceof StoreError);
   t.match(error, { code: 'store_unavailable', message: /^cannot connect to MongoDB/ });
   t.notMatch(String((error as Error).message), 'hunter2');
+});
+
+t.test("a new embedded store file and its WAL are the owner's only; closing the last connection folds the WAL back", async (t) => {
+  const dir = tempDir();
+  const config = loadConfig({ env: {}, object: { dataDir: path.join(dir, 'data') } }).config;
+  const store = await openStore(config);
+  await store.collection('clusters').insertOne({ organization_id: 'o1', name: 'one' });
+  const file = path.join(dir, 'data', 'fleetplane.db');
+  const mode = (name: string) => statSync(name).mode & 0o777;
+  t.equal(mode(path.join(dir, 'data')), 0o700, 'the data directory it created');
+  t.equal(mode(file), 0o600, 'the store file');
+  t.equal(mode(`${file}-wal`), 0o600, 'its write-ahead log');
+  await store.close();
+  t.notOk(existsSync(`${file}-wal`), 'no WAL left after the close');
+  t.notOk(existsSync(`${file}-shm`), 'no shared-memory file left');
+
+  chmodSync(file, 0o640);
+  const again = await openStore(config);
+  t.equal(mode(file), 0o640, "an existing file keeps its operator's mode");
+  await again.close();
+});
+
+t.test('an embedded store path that cannot be a file is a clear store error', async (t) => {
+  const dir = tempDir();
+  writeFileSync(path.join(dir, 'plain'), 'not a directory');
+  const config = loadConfig({ env: {}, object: { dataDir: dir, db: { path: path.join(dir, 'plain', 'store.db') } } }).config;
+  const error = await openStore(config).then(
+    () => undefined,
+    (failure: unknown) => failure,
+  );
+  t.ok(error instanceof StoreError);
+  t.match(error, { code: 'store_unavailable', message: /^cannot open the embedded store at .*plain\/store\.db: / });
 });

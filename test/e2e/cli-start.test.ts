@@ -1,6 +1,6 @@
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { resolveWorkerCount } from '../../src/config/sizing.js';
@@ -79,7 +79,8 @@ t.test('a port in use: one clear line and exit 1', async (t) => {
 
 t.test('start serves, SIGTERM exits 0 with no process left; an invalid WEB_CONCURRENCY warns and falls back to auto', async (t) => {
   const port = await freePort();
-  const child = spawn(process.execPath, [CLI, 'start', '--port', String(port), '--data-dir', tempDir()], {
+  const dataDir = tempDir();
+  const child = spawn(process.execPath, [CLI, 'start', '--port', String(port), '--data-dir', dataDir], {
     env: { ...cleanEnv(), WEB_CONCURRENCY: 'lots', FLEETPLANE_HTTP_HOST: '127.0.0.1' },
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -113,4 +114,7 @@ t.test('start serves, SIGTERM exits 0 with no process left; an invalid WEB_CONCU
   const left = spawnSync('pgrep', ['-g', String(child.pid)], { encoding: 'utf8' }).stdout.trim();
   t.equal(left, '', 'no process of the group is left');
   t.notOk(isAlive(child.pid!));
+  const store = path.join(dataDir, 'fleetplane.db');
+  t.equal(statSync(store).mode & 0o777, 0o600, "the store file is the owner's only");
+  t.same([existsSync(`${store}-wal`), existsSync(`${store}-shm`)], [false, false], 'every process closed the store: its WAL is folded back');
 });

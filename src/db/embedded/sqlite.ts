@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
@@ -78,8 +78,16 @@ export async function withBusyRetry<T>(operation: () => T, budgetMs = RETRY_BUDG
 
 /** Opens (creating when needed) the SQLite file in WAL mode, safe for many processes at once. */
 export async function openDatabase(file: string): Promise<Database.Database> {
-  mkdirSync(path.dirname(file), { recursive: true });
-  const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  let db: Database.Database;
+  try {
+    mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    // The store holds key hashes and provider secrets: a new file is the owner's only. SQLite gives its -wal
+    // and -shm files the database file's mode. An existing file keeps the mode its operator chose.
+    closeSync(openSync(file, 'a', 0o600));
+    db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  } catch (error) {
+    throw new StoreError(`cannot open the embedded store at ${file}: ${(error as Error).message}`, 'store_unavailable', { cause: error });
+  }
   try {
     // WAL lets readers run while one process writes; switching to it needs a moment of exclusive access, which
     // another process opening the same new file may hold, hence the retry.
