@@ -3,7 +3,7 @@ import { TenantDirectory, type DirectoryOptions, type KnownKey } from './directo
 import { EnvelopeTooDeepError, envelopeCheck, sanitizeEnvelope, type AuthorizedEnvelope, type Envelope, type SocketIdentity } from './envelope.js';
 import { AuthorizationError } from './errors.js';
 import { normalizeHost } from './host.js';
-import { parseKey, secretMatches } from './keys.js';
+import { parseKey, sameSecret, secretMatches } from './keys.js';
 import { isPermitted } from './permissions.js';
 
 /** The transport facts authorization needs; framework-free so HTTP routes and the WebSocket share it. */
@@ -85,9 +85,15 @@ export class Authorizer {
     const host = normalizeHost(request.host);
     if (!host) throw deny('unknown_host', 'no organization is served on this host');
     const key = presentedKey(request.headers.authorization, envelope.apikey);
-    const organization = await this.directory.organizationForHost(host);
+    // Cache hits are answered without waiting: most requests come from a few hosts and keys.
+    const organization = this.directory.cachedOrganization(host) ?? (await this.directory.organizationForHost(host));
     if (!organization) throw deny('unknown_host', 'no organization is served on this host');
-    const known = key === undefined ? undefined : await this.verify(key, organization._id, host);
+    let known: KnownKey | undefined;
+    if (key !== undefined) {
+      const parsed = parseKey(key);
+      if (!parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
+      known = checkKey(parsed.secret, this.directory.cachedKey(parsed.keyId) ?? (await this.directory.key(parsed.keyId)), organization._id, host);
+    }
     const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
     if (!permitted) throw deny('permission_denied', `${known ? 'this key' : 'a request without a key'} may not call "${envelope.method}"`);
     const user = known ? { key_id: known.record._id, name: known.record.name, admin: known.record.admin } : null;
@@ -98,16 +104,20 @@ export class Authorizer {
       throw error;
     }
   }
+}
 
-  private async verify(key: string, organizationId: string, host: string): Promise<KnownKey> {
-    const parsed = parseKey(key);
-    if (!parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
-    const known = await this.directory.key(parsed.keyId);
-    const matches = secretMatches(parsed.secret, known?.hash ?? UNKNOWN_KEY_HASH);
-    if (!known || !matches || known.record.organization_id !== organizationId) throw invalidKey();
-    if (known.record.disabled) throw deny('key_revoked', 'this key has been revoked');
-    if (known.expiresAtMs !== undefined && known.expiresAtMs <= Date.now()) throw deny('key_expired', 'this key has expired');
-    if (known.hosts && !known.hosts.has(host)) throw deny('host_not_allowed', 'this key may not be used on this host');
-    return known;
-  }
+/**
+ * The presented secret against the key's record: the secret that last matched this cached record is compared
+ * directly (constant time), any other one is hashed, as is a secret for an unknown key id, so a miss costs what
+ * a wrong secret costs.
+ */
+function checkKey(secret: string, known: KnownKey | null, organizationId: string, host: string): KnownKey {
+  const matches = known?.verifiedSecret !== undefined && sameSecret(secret, known.verifiedSecret) ? true : secretMatches(secret, known?.hash ?? UNKNOWN_KEY_HASH);
+  if (!known || !matches) throw invalidKey();
+  known.verifiedSecret = secret;
+  if (known.record.organization_id !== organizationId) throw invalidKey();
+  if (known.record.disabled) throw deny('key_revoked', 'this key has been revoked');
+  if (known.expiresAtMs !== undefined && known.expiresAtMs <= Date.now()) throw deny('key_expired', 'this key has expired');
+  if (known.hosts && !known.hosts.has(host)) throw deny('host_not_allowed', 'this key may not be used on this host');
+  return known;
 }

@@ -10,6 +10,12 @@ export interface KnownKey {
   hash: Buffer;
   expiresAtMs?: number;
   hosts?: ReadonlySet<string>;
+  /**
+   * The secret last seen to match `hash`, kept while this entry is cached so a key's next request is checked
+   * by a constant-time comparison instead of a hash. It lives only in this process's memory, as every
+   * presented key does while its request is served; the store keeps the hash only.
+   */
+  verifiedSecret?: string;
 }
 
 /** Staleness bound, cap and clock of the directory's cache (see `StoreCache`). */
@@ -36,11 +42,21 @@ export class TenantDirectory {
     return this.organizations.get(host, () => this.store.collection<OrganizationDocument>('organizations').findOne({ hosts: host }));
   }
 
+  /** The organization of `host` when the cache answers without waiting (see `StoreCache.peek`). */
+  cachedOrganization(host: string): OrganizationDocument | null | undefined {
+    return this.organizations.peek(host);
+  }
+
   key(keyId: string): Promise<KnownKey | null> {
     return this.keys.get(keyId, async () => {
       const record = await this.store.collection<KeyDocument>('keys').findOne({ _id: keyId });
       return record ? toKnownKey(record) : null;
     });
+  }
+
+  /** The key `keyId` when the cache answers without waiting (see `StoreCache.peek`). */
+  cachedKey(keyId: string): KnownKey | null | undefined {
+    return this.keys.peek(keyId);
   }
 
   close(): void {

@@ -39,6 +39,14 @@ export function hashSecret(secret: string): string {
   return hash('sha256', secret, 'hex');
 }
 
+/** Constant-time comparison of two secrets (key-format secrets all have one length). */
+export function sameSecret(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let difference = 0;
+  for (let i = 0; i < a.length; i++) difference |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return difference === 0;
+}
+
 /** Constant-time comparison of a presented secret with the stored hash. */
 export function secretMatches(secret: string, storedHash: Buffer): boolean {
   // One-shot hashing: no Hash object per request.

@@ -88,3 +88,19 @@ t.test('host and key caches stay bounded under requests for names that do not ex
   t.equal(hosts.size, 10);
   t.ok(hosts.has('h49.example'), 'the newest names are kept');
 });
+
+t.test('a key already used is still checked: another secret under its id is refused, a revocation applies', async (t) => {
+  const store = await testStore();
+  t.teardown(() => store.close());
+  const org = await organization(store, { name: 'acme', hosts: ['acme.example'] });
+  const { key, key_id } = await createKey(store, { organizationId: org._id, name: 'ops', admin: true });
+  const authorizer = new Authorizer(store, { revalidateMs: 3_600_000 });
+  t.ok(await authorizer.request(request('acme.example', key), { method: 'status' }), 'first use');
+  t.ok(await authorizer.request(request('acme.example', key), { method: 'status' }), 'second use, from the cache');
+  const secret = key.split('.')[1]!;
+  const forged = `${key_id}.${secret.slice(0, -1)}${secret.endsWith('A') ? 'B' : 'A'}`;
+  await t.rejects(authorizer.request(request('acme.example', forged), { method: 'status' }), { code: 'invalid_key' }, 'one character off');
+  t.ok(await authorizer.request(request('acme.example', key), { method: 'status' }), 'the real key still works after the forgery');
+  await revokeKey(store, org._id, key_id);
+  await t.rejects(authorizer.request(request('acme.example', key), { method: 'status' }), { code: 'key_revoked' });
+});

@@ -2,7 +2,7 @@ import t from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { createKey, generateKey, hashSecret, listKeys, parseKey, revokeKey, secretMatches } from '../../src/auth/keys.js';
+import { createKey, generateKey, hashSecret, listKeys, parseKey, revokeKey, sameSecret, secretMatches } from '../../src/auth/keys.js';
 import { TenancyError } from '../../src/auth/errors.js';
 import { organization, tempDir, testStore } from './fixtures/tenants.js';
 
@@ -21,6 +21,15 @@ t.test('secrets are compared with their stored hash', async (t) => {
   t.equal(secretMatches(secret, stored), true);
   t.equal(secretMatches(generateKey().secret, stored), false);
   t.equal(secretMatches(secret, Buffer.alloc(16)), false, 'a hash of the wrong length never matches');
+});
+
+t.test('sameSecret compares whole secrets', async (t) => {
+  const { secret } = generateKey();
+  t.equal(sameSecret(secret, `${secret}`), true);
+  t.equal(sameSecret(secret, `${secret.slice(0, -1)}${secret.endsWith('A') ? 'B' : 'A'}`), false, 'the last character differs');
+  t.equal(sameSecret(secret, `${secret[0] === 'A' ? 'B' : 'A'}${secret.slice(1)}`), false, 'the first character differs');
+  t.equal(sameSecret(secret, secret.slice(0, -1)), false, 'a prefix');
+  t.equal(sameSecret('', ''), true);
 });
 
 t.test('the stored key row and the database files hold the hash, never the secret', async (t) => {
