@@ -33,12 +33,8 @@ const unavailable: EnvelopeAuthorizer = {
 };
 
 export function authorizationRequest(request: FastifyRequest): AuthorizationRequest {
-  const socket = request.socket as TLSSocket;
-  return {
-    host: request.host,
-    headers: request.headers,
-    socket: { remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, encrypted: socket.encrypted === true },
-  };
+  // The connection itself: it has the fields authorization reads (a TLS socket's `encrypted` is true).
+  return { host: request.host, headers: request.headers, socket: request.socket as TLSSocket };
 }
 
 /**

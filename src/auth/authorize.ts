@@ -1,6 +1,6 @@
 import type { Store } from '../db/types.js';
 import { TenantDirectory, type DirectoryOptions, type KnownKey } from './directory.js';
-import { EnvelopeTooDeepError, envelopeCheck, sanitizeEnvelope, type AuthorizedEnvelope, type Envelope, type SocketIdentity } from './envelope.js';
+import { EnvelopeTooDeepError, envelopeCheck, sanitizeEnvelope, type AuthorizedEnvelope, type AuthorizedUser, type Envelope, type SocketIdentity } from './envelope.js';
 import { AuthorizationError } from './errors.js';
 import { normalizeHost } from './host.js';
 import { parseKey, sameSecret, secretMatches } from './keys.js';
@@ -47,9 +47,31 @@ function presentedKey(header: string | string[] | undefined, apikey: unknown): s
   return fromHeader ?? fromEnvelope;
 }
 
+type SocketFacts = NonNullable<AuthorizationRequest['socket']>;
+
+// A keep-alive connection carries many requests: its identity is built and frozen once, then shared.
+const identities = new WeakMap<SocketFacts, SocketIdentity>();
+
 function socketIdentity(socket: AuthorizationRequest['socket']): SocketIdentity | null {
   if (!socket) return null;
-  return { remoteAddress: socket.remoteAddress ?? null, remotePort: socket.remotePort ?? null, encrypted: socket.encrypted === true };
+  let identity = identities.get(socket);
+  if (!identity) {
+    identity = Object.freeze({ remoteAddress: socket.remoteAddress ?? null, remotePort: socket.remotePort ?? null, encrypted: socket.encrypted === true });
+    identities.set(socket, identity);
+  }
+  return identity;
+}
+
+// One frozen user per cached key record, shared by its requests.
+const users = new WeakMap<KnownKey, AuthorizedUser>();
+
+function userOf(known: KnownKey): AuthorizedUser {
+  let user = users.get(known);
+  if (!user) {
+    user = Object.freeze({ key_id: known.record._id, name: known.record.name, admin: known.record.admin });
+    users.set(known, user);
+  }
+  return user;
 }
 
 /**
@@ -96,7 +118,7 @@ export class Authorizer {
     }
     const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
     if (!permitted) throw deny('permission_denied', `${known ? 'this key' : 'a request without a key'} may not call "${envelope.method}"`);
-    const user = known ? { key_id: known.record._id, name: known.record.name, admin: known.record.admin } : null;
+    const user = known ? userOf(known) : null;
     try {
       return sanitizeEnvelope(envelope as Envelope, { organization_id: organization._id, host, user, socket: socketIdentity(request.socket) });
     } catch (error) {

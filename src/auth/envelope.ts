@@ -70,7 +70,7 @@ export function sanitizeEnvelope(
   for (const key of Object.keys(envelope)) if (!RESOLVED_FIELDS.has(key)) assign(copy, key, frozenCopy(envelope[key], 1));
   copy.organization_id = resolved.organization_id;
   copy.host = resolved.host;
-  copy.user = resolved.user && Object.freeze({ ...resolved.user });
-  copy.socket = resolved.socket && Object.freeze({ ...resolved.socket });
+  copy.user = resolved.user && (Object.isFrozen(resolved.user) ? resolved.user : Object.freeze({ ...resolved.user }));
+  copy.socket = resolved.socket && (Object.isFrozen(resolved.socket) ? resolved.socket : Object.freeze({ ...resolved.socket }));
   return Object.freeze(copy) as AuthorizedEnvelope;
 }

@@ -10,6 +10,19 @@ const MAX_HOST_LENGTH = 253;
  */
 export function normalizeHost(raw: unknown): string | undefined {
   if (typeof raw !== 'string' || raw.length === 0 || raw.length > MAX_HOST_LENGTH + 8) return undefined;
+  // Every request names its host, and a server sees few distinct ones: remember the answers, within a bound
+  // (the header is the caller's, so the memory must not grow with what callers send).
+  if (memo.has(raw)) return memo.get(raw);
+  const normalized = normalize(raw);
+  if (memo.size >= MEMO_ENTRIES) memo.clear();
+  memo.set(raw, normalized);
+  return normalized;
+}
+
+const MEMO_ENTRIES = 1024;
+const memo = new Map<string, string | undefined>();
+
+function normalize(raw: string): string | undefined {
   const host = raw.toLowerCase();
   if (host.startsWith('[')) {
     const end = host.indexOf(']');

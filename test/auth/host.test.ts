@@ -18,3 +18,14 @@ t.test('anything else is not a host', async (t) => {
   t.same(normalizeHosts(['A.example', 'a.example', 'b.example']), ['a.example', 'b.example'], 'duplicates merge');
   t.equal(normalizeHosts(['ok.example', 'not ok']), undefined, 'one bad host refuses the list');
 });
+
+t.test('answers stay right when the same headers repeat and when many distinct ones pass by', async (t) => {
+  for (let round = 0; round < 3; round++) {
+    t.equal(normalizeHost('Acme.Example:8080'), 'acme.example');
+    t.equal(normalizeHost('acme..example'), undefined);
+    t.equal(normalizeHost('[::1]:80'), '::1');
+  }
+  for (let i = 0; i < 3000; i++) if (normalizeHost(`H${i}.Example:1`) !== `h${i}.example`) t.fail(`h${i}`);
+  t.equal(normalizeHost('Acme.Example:8080'), 'acme.example', 'after the remembered answers were dropped');
+  t.equal(normalizeHost('acme..example'), undefined);
+});
