@@ -21,9 +21,10 @@ export function isJsonContentType(header: string | undefined): boolean {
   return (semicolon < 0 ? header : header.slice(0, semicolon)).trim().toLowerCase() === 'application/json';
 }
 
-const noStore: onSendHookHandler = async (_request, reply, payload) => {
+// Callback style, as `requireJson`: a hook on every request spares itself a promise.
+const noStore: onSendHookHandler = (_request, reply, payload, done) => {
   reply.header('cache-control', 'no-store');
-  return payload;
+  done(null, payload);
 };
 
 const requireJson: onRequestHookHandler = (request, reply, done) => {

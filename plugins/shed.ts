@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { normalizeHost } from '../src/auth/host.js';
 import type { Server } from '../src/server.js';
 
@@ -11,20 +11,30 @@ import type { Server } from '../src/server.js';
 const shed: FastifyPluginAsync = async (app) => {
   const server = app.fleetplane as unknown as Server;
   const { fallback } = server.config;
-  app.addHook('onRequest', async (request, reply) => {
-    if (!server.state?.shed?.size) return;
+  /** Answers the fallback when the request's organization is shed; true when it did. */
+  const answerIfShed = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
     const host = normalizeHost(request.host);
     const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
-    if (!organization || !server.state.isShed(organization._id)) return;
+    if (!organization || !server.state.isShed(organization._id)) return false;
     reply.raw.shouldKeepAlive = false;
     reply.header('cache-control', 'no-store').header('connection', 'close');
     if (fallback.redirect) {
-      return reply.code(307).header('location', fallback.redirect.replace(/\/+$/, '') + request.url).send();
+      reply.code(307).header('location', fallback.redirect.replace(/\/+$/, '') + request.url).send();
+      return true;
     }
-    return reply
+    reply
       .code(503)
       .header('retry-after', String(fallback.retryAfterS))
       .send({ error: { code: 'unavailable', message: 'this organization is not served on this node right now; retry later' } });
+    return true;
+  };
+  // Callback style: while nothing is shed (nearly always) a request passes without a promise. A hook that
+  // answered does not call `done`.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!server.state?.shed?.size) return done();
+    answerIfShed(request, reply).then((answered) => {
+      if (!answered) done();
+    }, done);
   });
 };
 

@@ -8,28 +8,39 @@ import type { Server } from '../src/server.js';
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 type Status = 400 | 404 | 422 | 502 | 503 | 504;
 
-const refuse = (reply: FastifyReply, status: 400, code: string, message: string) => reply.code(status).send({ error: { code, message } });
+/** Answers 400 with the error; false, for "the request was refused". */
+function refuse(reply: FastifyReply, status: 400, code: string, message: string): false {
+  reply.code(status).send({ error: { code, message } });
+  return false;
+}
 
 /** Before validation: the raw shortcut is named as such, and `/api/<api>/<endpoint>` fills the body's names. */
-async function prepareEnvelope(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+function prepareEnvelope(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  // Callback style (no promise per request): a refusal answers and does not call `done`.
+  if (checkEnvelope(request, reply)) done();
+}
+
+/** False when it refused the request. */
+function checkEnvelope(request: FastifyRequest, reply: FastifyReply): boolean {
   const body = request.body;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return true;
   if (Object.hasOwn(body, 'url')) {
-    return void refuse(reply, 400, 'url_not_supported', 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl');
+    return refuse(reply, 400, 'url_not_supported', 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl');
   }
   const wildcard = (request.params as { '*'?: string })['*'];
-  if (!wildcard) return;
+  if (!wildcard) return true;
   const segments = wildcard.split('/');
   if (segments.length > 2 || !segments.every((segment) => SEGMENT.test(segment))) {
-    return void refuse(reply, 400, 'invalid_path', 'the path must be /api/<api> or /api/<api>/<endpoint>');
+    return refuse(reply, 400, 'invalid_path', 'the path must be /api/<api> or /api/<api>/<endpoint>');
   }
   const named = body as Record<string, unknown>;
   for (const [field, value] of [['api', segments[0]], ['endpoint', segments[1]]] as const) {
     if (value === undefined) continue;
-    if (named[field] !== undefined && named[field] !== value) return void refuse(reply, 400, 'path_mismatch', `${field}: the body says "${String(named[field])}", the path "${value}"`);
+    if (named[field] !== undefined && named[field] !== value) return refuse(reply, 400, 'path_mismatch', `${field}: the body says "${String(named[field])}", the path "${value}"`);
     named[field] = value;
   }
-  if (named.endpoint === undefined) return void refuse(reply, 400, 'invalid_request', 'endpoint: is required');
+  if (named.endpoint === undefined) return refuse(reply, 400, 'invalid_request', 'endpoint: is required');
+  return true;
 }
 
 /** `POST /api`, `POST /api/*` (SPEC 10): an authorized envelope → the organization's provider → `{ status, data }`. */

@@ -13,22 +13,24 @@ type Status = 400 | 404 | 422 | 502 | 503 | 504;
  * Before validation and authorization: the body holds the inputs under the workflow's name and nothing else,
  * and the route names the method (SPEC 11.1), so a key's permission for `workflow.<name>` is what is checked.
  */
-async function prepareEnvelope(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+function prepareEnvelope(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  // Callback style (no promise per request); a refusal answers and does not call `done`.
   const { name } = request.params as { name: string };
   const body = request.body;
-  const refuse = (code: string, message: string) => reply.code(400).send({ error: { code, message } });
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return void refuse('invalid_request', 'body: must be an object { "<name>": [input, ...] }');
-  if (RESERVED_WORKFLOW_NAMES.has(name)) return void refuse('invalid_request', `name: "${name}" is reserved`);
+  const refuse = (code: string, message: string) => void reply.code(400).send({ error: { code, message } });
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return refuse('invalid_request', 'body: must be an object { "<name>": [input, ...] }');
+  if (RESERVED_WORKFLOW_NAMES.has(name)) return refuse('invalid_request', `name: "${name}" is reserved`);
   const fields = body as Record<string, unknown>;
   const method = `workflow.${name}`;
-  if (fields.method !== undefined && fields.method !== method) return void refuse('method_mismatch', `method: this route runs "${method}", not "${String(fields.method)}"`);
+  if (fields.method !== undefined && fields.method !== method) return refuse('method_mismatch', `method: this route runs "${method}", not "${String(fields.method)}"`);
   for (const key of Object.keys(fields)) {
-    if (key !== name && !ENVELOPE_FIELDS.has(key)) return void refuse('invalid_request', `${key}: unknown field (the inputs go under "${name}")`);
+    if (key !== name && !ENVELOPE_FIELDS.has(key)) return refuse('invalid_request', `${key}: unknown field (the inputs go under "${name}")`);
   }
-  if (!Array.isArray(fields[name])) return void refuse('invalid_request', `${name}: is required, a list of inputs`);
+  if (!Array.isArray(fields[name])) return refuse('invalid_request', `${name}: is required, a list of inputs`);
   // The parsed body is this request's own object: completing it in place spares a copy per request.
   fields.method = method;
   fields.name = name;
+  done();
 }
 
 /** `POST /workflows/<name>` (SPEC 11): one run per input, results in order under the workflow's name. */
