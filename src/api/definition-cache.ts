@@ -26,9 +26,11 @@ export class DefinitionCache<T> {
 
   /** The compiled definition, null when the organization has none by that name; throws its compile error. */
   async get(organizationId: string, name: string): Promise<T | null> {
-    const entry = await this.cache.get(`${organizationId}\u0000${name}`, async () =>
-      this.toEntry(await this.store.forOrganization(organizationId).collection(this.collection).findOne({ name })),
-    );
+    const key = `${organizationId}\u0000${name}`;
+    // A cache hit needs no promise of its own: most requests name a definition used a moment ago.
+    const entry =
+      this.cache.peek<Entry<T>>(key) ??
+      (await this.cache.get(key, async () => this.toEntry(await this.store.forOrganization(organizationId).collection(this.collection).findOne({ name }))));
     if ('value' in entry) return entry.value;
     if ('error' in entry) throw entry.error;
     return null;
