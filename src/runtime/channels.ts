@@ -18,16 +18,11 @@ type ChannelHandler = (from: WorkerEndpoint, payload: unknown) => void;
  */
 export class PrimaryChannels {
   private readonly handlers = new Map<string, ChannelHandler>();
-  private readonly connectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
   private readonly disconnectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
   private readonly live = new Set<WorkerEndpoint>();
 
   on(channel: string, handler: ChannelHandler): void {
     this.handlers.set(channel, handler);
-  }
-
-  onConnect(listener: (endpoint: WorkerEndpoint) => void): void {
-    this.connectListeners.push(listener);
   }
 
   onDisconnect(listener: (endpoint: WorkerEndpoint) => void): void {
@@ -52,10 +47,12 @@ export class PrimaryChannels {
     for (const endpoint of this.endpoints()) this.send(endpoint, channel, payload);
   }
 
-  /** @internal the runtime reports processes and their messages here. */
+  /**
+   * @internal the runtime reports processes and their messages here. A forked worker drops what is sent
+   * before its listener exists, so subsystems wait for the worker to ask (as storage and shedding do).
+   */
   connected(endpoint: WorkerEndpoint): void {
     this.live.add(endpoint);
-    for (const listener of this.connectListeners) listener(endpoint);
   }
 
   /** @internal */

@@ -2,7 +2,7 @@ import type { Logger } from '../logging/logger.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
-import type { PrimaryChannels } from '../runtime/channels.js';
+import type { PrimaryChannels, WorkerEndpoint } from '../runtime/channels.js';
 import type { ServerStatus, WorkerStatus } from '../runtime/status.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { Store } from '../db/types.js';
@@ -10,6 +10,14 @@ import { saveInventorySection, type InventorySaveResult } from '../mesh/inventor
 import { assertHostControlAllowed, runHostCommand } from './host-control.js';
 
 export const STATE_CHANNEL = 'state';
+/** How long a shed change waits for the workers to confirm it; a worker that does not is left behind. */
+const SHED_ACK_TIMEOUT_MS = 2_000;
+
+interface ShedWaiter {
+  seq: number;
+  pending: Set<WorkerEndpoint>;
+  done: () => void;
+}
 
 export interface WorkerStateTarget {
   /** In the primary: the worker number to act on (default: every worker). */
@@ -35,17 +43,41 @@ export class ServerState {
   private shedOrganizations = new Set<string>();
   private readonly shedListeners: Array<(organizations: ReadonlySet<string>) => void> = [];
   private masterSection: (() => Record<string, unknown>) | undefined;
+  private shedSeq = 0;
+  private readonly shedWaiters = new Set<ShedWaiter>();
 
   constructor(
     private readonly host: StateHost,
     private readonly channels?: PrimaryChannels,
   ) {
-    if (channels) channels.onConnect((endpoint) => channels.send(endpoint, STATE_CHANNEL, { shed: [...this.shedOrganizations] }));
-    host.workerRuntime?.onChannel(STATE_CHANNEL, (payload) => {
-      const shed = (payload as { shed?: unknown })?.shed;
-      if (Array.isArray(shed)) this.replaceShed(shed.filter((id): id is string => typeof id === 'string'));
-    });
-    host.workerRuntime?.rpc.handle('worker.shed', (params) => this.applyShed((params as { organizations: string[] }).organizations));
+    if (channels) {
+      // A booting worker asks for the current list (what is sent before its listener exists is lost); every
+      // change after that is confirmed by each worker (see `pushShed`).
+      channels.on(STATE_CHANNEL, (from, payload) => {
+        const { ack, sync } = (payload ?? {}) as { ack?: unknown; sync?: unknown };
+        if (sync === true) channels.send(from, STATE_CHANNEL, { shed: [...this.shedOrganizations] });
+        if (typeof ack === 'number') this.settleShed(from, (waiter) => waiter.seq <= ack);
+      });
+      channels.onDisconnect((endpoint) => this.settleShed(endpoint, () => true));
+    }
+    const worker = host.workerRuntime;
+    if (worker) {
+      let synced!: () => void;
+      const firstList = new Promise<void>((resolve) => (synced = resolve));
+      worker.onChannel(STATE_CHANNEL, (payload) => {
+        const { shed, seq } = (payload ?? {}) as { shed?: unknown; seq?: unknown };
+        if (Array.isArray(shed)) {
+          this.replaceShed(shed.filter((id): id is string => typeof id === 'string'));
+          synced();
+        }
+        if (typeof seq === 'number') worker.sendChannel(STATE_CHANNEL, { ack: seq });
+      });
+      // Not ready (no connections) before it knows which organizations are shed.
+      worker.beforeReady(() => {
+        worker.sendChannel(STATE_CHANNEL, { sync: true });
+        return firstList;
+      });
+    }
   }
 
   get status(): ServerStatus | WorkerStatus {
@@ -97,12 +129,50 @@ export class ServerState {
     return this.applyShed(list);
   }
 
-  /** @internal the primary's own application of a shed list, pushed to every worker. */
-  applyShed(organizations: string[]): string[] {
+  /**
+   * @internal the primary's own application of a shed list, pushed to every worker. Resolves once each worker
+   * has applied it (or left, or `SHED_ACK_TIMEOUT_MS` passed), so a caller that gets the answer knows no
+   * worker serves a shed organization any more.
+   */
+  async applyShed(organizations: string[]): Promise<string[]> {
     this.replaceShed(organizations);
-    this.channels?.broadcast(STATE_CHANNEL, { shed: organizations });
     this.host.log.info({ organizations }, organizations.length ? 'shedding organizations' : 'shedding ended');
+    await this.pushShed(organizations);
     return organizations;
+  }
+
+  private pushShed(organizations: string[]): Promise<void> {
+    const channels = this.channels;
+    const endpoints = channels?.endpoints() ?? [];
+    if (!channels || endpoints.length === 0) return Promise.resolve();
+    const seq = ++this.shedSeq;
+    return new Promise((resolve) => {
+      const waiter: ShedWaiter = {
+        seq,
+        pending: new Set(endpoints),
+        done: () => {
+          clearTimeout(timer);
+          this.shedWaiters.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(() => {
+        this.host.log.warn({ workers: [...waiter.pending].map((endpoint) => endpoint.workerId) }, 'workers did not confirm the shed list in time');
+        waiter.done();
+      }, SHED_ACK_TIMEOUT_MS);
+      timer.unref();
+      this.shedWaiters.add(waiter);
+      for (const endpoint of endpoints) if (!channels.send(endpoint, STATE_CHANNEL, { shed: organizations, seq })) waiter.pending.delete(endpoint);
+      if (waiter.pending.size === 0) waiter.done();
+    });
+  }
+
+  /** `endpoint` confirmed (or can no longer confirm) the shed changes `covers` selects. */
+  private settleShed(endpoint: WorkerEndpoint, covers: (waiter: ShedWaiter) => boolean): void {
+    for (const waiter of [...this.shedWaiters]) {
+      if (!covers(waiter) || !waiter.pending.delete(endpoint)) continue;
+      if (waiter.pending.size === 0) waiter.done();
+    }
   }
 
   /**

@@ -68,15 +68,34 @@ t.test('shed an organization: its host gets the 307 while another organization i
   t.teardown(() => server.stop());
   const shed = await post(server.port, { method: 'shed', master: true, data: [globex.organization_id] }, { key: acme.adminKey });
   t.equal(shed.status, 200, JSON.stringify(shed.json));
-  await new Promise((resolve) => setTimeout(resolve, 100));
   const globexReply = await request(server.port, '/whoami?x=1', { host: 'globex.test' });
   t.equal(globexReply.status, 307);
   t.equal(globexReply.headers.location, 'http://lb.example.test/whoami?x=1');
   t.equal(globexReply.headers.connection, 'close');
   t.equal((await request(server.port, '/whoami', { host: 'localhost' })).status, 200, 'acme still served');
   await post(server.port, { method: 'shed', master: true, data: false }, { key: acme.adminKey });
-  await new Promise((resolve) => setTimeout(resolve, 100));
   t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 200, 'globex served again');
+});
+
+t.test('shedding is in effect when /control answers, and a worker started later knows it', async (t) => {
+  const { server, acme, globex } = await start({ fallback: { redirect: 'http://lb.example.test' } });
+  t.teardown(() => server.stop());
+  const shed = await post(server.port, { method: 'shed', master: true, data: [globex.organization_id] }, { key: acme.adminKey });
+  t.equal(shed.status, 200);
+  for (let i = 0; i < 4; i++) t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 307, 'no wait needed: every worker confirmed');
+
+  // Worker 1 is replaced; with worker 2 cordoned, only the new process takes connections.
+  const old = (await server.command<{ workers: Array<{ worker: number; pid: number }> }>('fleet')).workers.find((entry) => entry.worker === 1)!;
+  const mark = server.events.length;
+  process.kill(old.pid, 'SIGKILL');
+  await server.waitFor((event) => event.event === 'worker:ready' && event.workerId === 1, 20_000, mark);
+  t.equal((await post(server.port, { method: 'cordon', worker: 2, data: true }, { key: acme.adminKey })).status, 200);
+  const fromNew = await request(server.port, '/whoami', { host: 'globex.test' });
+  t.equal(fromNew.status, 307, 'the replacement turns the shed organization away');
+  const acmeReply = await request(server.port, '/whoami', { host: 'localhost' });
+  t.equal(acmeReply.status, 200);
+  t.equal(acmeReply.json().worker, 1, 'served by the replacement');
+  t.not(acmeReply.json().pid, old.pid);
 });
 
 t.test('worker restart through /control under load: zero failed requests', async (t) => {
