@@ -96,6 +96,19 @@ t.test('shedding is in effect when /control answers, and a worker started later 
   t.equal(acmeReply.status, 200);
   t.equal(acmeReply.json().worker, 1, 'served by the replacement');
   t.not(acmeReply.json().pid, old.pid);
+
+  // Asked of a worker, shedding is passed to the primary and applied by every worker.
+  const unshed = await post(server.port, { method: 'shed', worker: 1, data: false }, { key: acme.adminKey });
+  t.equal(unshed.status, 200);
+  t.ok(unshed.json.replies[0].ok, JSON.stringify(unshed.json));
+  t.equal((await post(server.port, { method: 'cordon', worker: 2, data: false }, { key: acme.adminKey })).status, 200);
+  const workers = new Set<number>();
+  for (let i = 0; i < 6; i++) {
+    const reply = await request(server.port, '/whoami', { host: 'globex.test' });
+    t.equal(reply.status, 200, 'globex served again');
+    workers.add(reply.json().worker);
+  }
+  t.same([...workers].sort(), [1, 2], 'by both workers');
 });
 
 t.test('worker restart through /control under load: zero failed requests', async (t) => {
