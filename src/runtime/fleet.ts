@@ -1,5 +1,4 @@
 import cluster, { type Worker } from 'node:cluster';
-import type { Socket } from 'node:net';
 import type { Logger } from '../logging/logger.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import { assertSafeEnv } from '../config/guards.js';
@@ -14,6 +13,7 @@ import type { RecycleReason, SafeEmitter } from './events.js';
 import { acceptsTraffic, type WorkerStatus } from './status.js';
 import type { PrimaryMetrics } from './metrics.js';
 import type { PrimaryChannels, WorkerEndpoint } from './channels.js';
+import type { ConnectionHandle } from './listeners.js';
 
 export interface WorkerRecord {
   slot: number;
@@ -29,8 +29,8 @@ export interface WorkerRecord {
   retiring?: RecycleReason | 'shutdown';
   /** A replacement is booting; this worker keeps serving until it is ready. */
   replacing?: RecycleReason;
-  /** Sockets sent to this worker whose hand-off has not completed, with how to re-route each. */
-  handOffs: Map<Socket, () => void>;
+  /** Connections sent to this worker whose hand-off has not completed, with how to re-route each. */
+  handOffs: Map<ConnectionHandle, () => void>;
   acked: boolean;
   exited: Promise<void>;
   ready: Promise<boolean>;
@@ -140,24 +140,29 @@ export class Fleet {
     return undefined;
   }
 
-  handOff(record: WorkerRecord, socket: Socket, secure: boolean, onFailure: () => void): void {
+  /**
+   * Passes an accepted connection to the worker. Once the message carrying it is written, the worker has its
+   * own copy and the primary closes its own, as Node's cluster round-robin does; if the send fails, the
+   * connection is still only ours and `onFailure` serves it elsewhere.
+   */
+  handOff(record: WorkerRecord, handle: ConnectionHandle, secure: boolean, onFailure: () => void): void {
     const message: PrimaryToWorker = { fp: 'conn', secure };
-    record.handOffs.set(socket, onFailure);
-    record.worker.send(message, socket, { keepOpen: false }, (error) => {
-      record.handOffs.delete(socket);
+    record.handOffs.set(handle, onFailure);
+    record.worker.send(message, handle as never, (error) => {
+      if (!record.handOffs.delete(handle)) return;
       if (error) onFailure();
+      else handle.close();
     });
   }
 
   /**
-   * Node sends one handle at a time and queues the rest; when the worker dies, queued sockets are neither
-   * sent nor closed and their callbacks never run. They are still ours: give them to another worker.
+   * Node sends one handle at a time and queues the rest; when the worker dies, queued handles are never sent
+   * and their callbacks never run. They are still ours: give them to another worker.
    */
   private rerouteUnsent(record: WorkerRecord): void {
-    for (const [socket, reroute] of record.handOffs) {
-      if (!socket.destroyed && (socket as Socket & { _handle?: unknown })._handle) reroute();
-    }
+    const unsent = [...record.handOffs.values()];
     record.handOffs.clear();
+    for (const reroute of unsent) reroute();
   }
 
   fleetHealth() {

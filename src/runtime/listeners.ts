@@ -5,16 +5,39 @@ export class ListenError extends Error {
 }
 
 /**
- * The public listening sockets, owned by the primary. Accepted connections stay paused (no byte read) until
- * a worker or the fallback takes them, so handing a socket over never loses request data.
+ * An accepted TCP connection as the operating system handed it over: nothing read from it yet, no stream
+ * around it. It is what the primary passes to a worker (as Node's cluster round-robin does), and becomes a
+ * `Socket` only where it is served.
+ */
+export interface ConnectionHandle {
+  close(callback?: () => void): void;
+}
+
+interface ListeningHandle {
+  onconnection: (status: number, handle?: ConnectionHandle) => void;
+}
+
+/** A `Socket` over an accepted connection, for serving it in this process. */
+export function socketOf(handle: ConnectionHandle | Socket): Socket {
+  if (handle instanceof net.Socket) return handle;
+  // `handle` is a documented-by-use option of net.Socket (Node's own cluster and child_process pass it).
+  const socket = new net.Socket({ handle, readable: true, writable: true } as net.SocketConstructorOpts);
+  socket.setNoDelay(true);
+  return socket;
+}
+
+/**
+ * The public listening sockets, owned by the primary. An accepted connection is taken as its raw handle: no
+ * `Socket` is built in the primary for a connection a worker serves (that cost as much as the rest of the
+ * hand-off), and no byte is read before a worker or the fallback takes it, so no request data is lost.
  */
 export class Listeners {
   private readonly servers: NetServer[] = [];
 
-  constructor(private readonly onConnection: (socket: Socket, secure: boolean) => void) {}
+  constructor(private readonly onConnection: (handle: ConnectionHandle, secure: boolean) => void) {}
 
   async listen(port: number, host: string, secure: boolean): Promise<number> {
-    const server = net.createServer({ pauseOnConnect: true, noDelay: true }, (socket) => this.onConnection(socket, secure));
+    const server = net.createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', (error: NodeJS.ErrnoException) => {
         const what = `${secure ? 'https' : 'http'}.port ${port} on ${host}`;
@@ -25,6 +48,16 @@ export class Listeners {
       server.listen({ port, host, backlog: 4096 }, resolve);
     });
     server.on('error', () => {});
+    // What Node's cluster does for its round-robin: take the listening handle's accepted connections directly.
+    const listening = (server as unknown as { _handle?: Partial<ListeningHandle> })._handle;
+    if (typeof listening?.onconnection !== 'function') {
+      server.close();
+      throw new ListenError(`cannot take connections on ${secure ? 'https' : 'http'}.port ${port}: this Node.js version does not expose accepted handles`);
+    }
+    listening.onconnection = (status, handle) => {
+      // A failed accept (e.g. out of file descriptors) has no connection to serve.
+      if (status === 0 && handle) this.onConnection(handle, secure);
+    };
     this.servers.push(server);
     return (server.address() as net.AddressInfo).port;
   }

@@ -6,7 +6,7 @@ import type { ResolvedConfig } from '../config/schema.js';
 import { systemClock, type Clock } from './clock.js';
 import { Fleet, type RestartWorkersOptions, type WorkerRecord } from './fleet.js';
 import { FallbackResponder } from './fallback.js';
-import { Listeners } from './listeners.js';
+import { Listeners, socketOf, type ConnectionHandle } from './listeners.js';
 import { PrimaryMetrics, aggregateMetrics, type MetricsJson } from './metrics.js';
 import type { RpcChannel } from './rpc.js';
 import type { SafeEmitter } from './events.js';
@@ -112,22 +112,19 @@ export class PrimaryRuntime {
     this.started = true;
   }
 
-  private onConnection(socket: Socket, secure: boolean): void {
-    socket.on('error', () => {});
-    if (this.shuttingDown) return this.fallback.serve(socket, secure);
+  private onConnection(handle: ConnectionHandle, secure: boolean): void {
+    if (this.shuttingDown) return this.fallback.serve(servedHere(handle), secure);
     const local = this.options.local?.runtime;
     if (local) {
-      if (local.status === 'ready') local.accept(socket, secure);
-      else this.fallback.serve(socket, secure);
+      if (local.status === 'ready') local.accept(servedHere(handle), secure);
+      else this.fallback.serve(servedHere(handle), secure);
       return;
     }
     const record = this.fleet?.pickForConnection();
-    if (!record) return this.fallback.serve(socket, secure);
+    if (!record) return this.fallback.serve(servedHere(handle), secure);
     this.metrics.handedConnections.inc();
-    this.fleet!.handOff(record, socket, secure, () => {
-      // The worker went away between the pick and the send: the socket is still ours to answer.
-      if (!socket.destroyed) this.onConnection(socket, secure);
-    });
+    // The worker went away between the pick and the send: the connection is still ours to answer.
+    this.fleet!.handOff(record, handle, secure, () => this.onConnection(handle, secure));
   }
 
   /** Calls workers may make of the primary, for subsystems composed on top of the runtime. */
@@ -258,4 +255,11 @@ export class PrimaryRuntime {
     this.listeners.close();
     process.exit(1);
   }
+}
+
+/** A connection the primary serves itself; a client's reset must not become an unhandled error. */
+function servedHere(handle: ConnectionHandle): Socket {
+  const socket = socketOf(handle);
+  socket.on('error', () => {});
+  return socket;
 }

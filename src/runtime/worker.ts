@@ -11,6 +11,7 @@ import type { WorkerStatus } from './status.js';
 import { createWorkerRegistry } from './metrics.js';
 import type { Registry } from 'prom-client';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
+import { socketOf, type ConnectionHandle } from './listeners.js';
 
 export type ShutdownHook = (reason: string) => void | Promise<void>;
 
@@ -121,7 +122,7 @@ export class WorkerRuntime {
   }
 
   private bindProcess(): void {
-    process.on('message', (message: unknown, handle: unknown) => this.receive(message, handle as Socket | undefined));
+    process.on('message', (message: unknown, handle: unknown) => this.receive(message, handle as ConnectionHandle | undefined));
     // The primary is gone (killed, crashed): serve what is in flight and leave rather than linger as an orphan.
     process.on('disconnect', () => void this.shutdown('primary disconnected'));
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
@@ -191,12 +192,13 @@ export class WorkerRuntime {
     if (!this.inProcess) process.exit(0);
   }
 
-  receive(message: unknown, handle?: Socket): void {
+  receive(message: unknown, handle?: ConnectionHandle | Socket): void {
     if (!isInternalMessage(message)) return;
     const internal = message as PrimaryToWorker;
     switch (internal.fp) {
       case 'conn':
-        this.accept(handle, internal.secure);
+        // The primary passes the accepted connection's raw handle (see `Listeners`).
+        if (handle) this.accept(socketOf(handle), internal.secure);
         break;
       case 'shutdown':
         void this.shutdown(internal.reason);
