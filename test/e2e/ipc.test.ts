@@ -1,22 +1,8 @@
 import t from 'tap';
-import http from 'node:http';
-import { ServerProcess } from '../helpers/server-process.js';
+import { ServerProcess, request } from '../helpers/server-process.js';
 
 interface Reply { server: string; worker: number; ok: boolean; result?: any; error?: { code: string; message: string } }
 interface Result { id: string; replies: Reply[]; missing: Array<{ server: string; worker?: number }> }
-
-function post(port: number, pathname: string, body: unknown): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const text = JSON.stringify(body);
-    const req = http.request({ host: '127.0.0.1', port, path: pathname, method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
-      let data = '';
-      res.on('data', (chunk) => (data += chunk));
-      res.on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(data) }));
-    });
-    req.on('error', reject);
-    req.end(text);
-  });
-}
 
 /** Asks every process how many times it received message `id`. */
 async function deliveries(server: ServerProcess, id: string): Promise<Map<string, number>> {
@@ -51,18 +37,18 @@ t.test('a worker can address other processes; the sender is in the metadata and 
   const server = await ServerProcess.start({ workers: 2 });
   t.teardown(() => server.stop());
   await server.readyWorkers(2);
-  const reply = await post(server.port, '/fixture/request', { envelope: { method: 'probe', broadcast: true, master: true } });
+  const reply = await request(server.port, '/fixture/request', { body: { envelope: { method: 'probe', broadcast: true, master: true } } });
   t.equal(reply.status, 200);
-  const sender = reply.json.from as number;
-  const result = reply.json.result as Result;
+  const sender = reply.json().from as number;
+  const result = reply.json().result as Result;
   t.equal(result.replies.length, 3, 'both workers and the primary');
   for (const entry of result.replies) t.same(entry.result.origin, { server: server.events[0]!.id, worker: sender }, 'origin names the sending worker');
   const counts = await deliveries(server, result.id);
   t.same([...counts.values()], [1, 1, 1], 'each exactly once');
 
-  const invalid = await post(server.port, '/fixture/request', { envelope: { method: 'probe', worker: 'x' } });
+  const invalid = await request(server.port, '/fixture/request', { body: { envelope: { method: 'probe', worker: 'x' } } });
   t.equal(invalid.status, 400);
-  t.match(invalid.json.error.message, /^worker: expected a worker number/);
+  t.match(invalid.json().error.message, /^worker: expected a worker number/);
 });
 
 t.test('request(): a handler that throws answers an error and the process lives; unknown methods answer, never hang', async (t) => {

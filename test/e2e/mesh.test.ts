@@ -1,21 +1,6 @@
 import t, { type Test } from 'tap';
-import http from 'node:http';
 import { request, type ServerProcess } from '../helpers/server-process.js';
 import { deliveries, meshConfig, meshIds, startMeshServer, waitForPeerState, waitForPeers, type Result } from '../mesh/helpers.js';
-
-function post(port: number, pathname: string, body: unknown): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const text = JSON.stringify(body);
-    const req = http.request({ host: '127.0.0.1', port, path: pathname, method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
-      let data = '';
-      res.on('data', (chunk) => (data += chunk));
-      res.on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(data) }));
-    });
-    req.setTimeout(20_000, () => req.destroy(new Error('timed out')));
-    req.on('error', reject);
-    req.end(text);
-  });
-}
 
 const { dbPath, ids } = meshIds('a', 'b', 'c');
 const [A, B, C] = ids as [string, string, string];
@@ -62,11 +47,11 @@ t.test('{ server: B, worker: 1 } from A reaches exactly that process; from a wor
   await deliveredExactly(t, a, { server: [B, C], master: true }, [`${B}/primary`, `${C}/primary`], 'two servers, primaries');
   await deliveredExactly(t, c, { server: [A, C], worker: 2 }, [`${A}/worker 2`, `${C}/worker 2`], 'itself and a peer');
 
-  const reply = await post(a.port, '/fixture/request', { envelope: { method: 'probe', server: C, worker: 2 } });
+  const reply = await request(a.port, '/fixture/request', { body: { envelope: { method: 'probe', server: C, worker: 2 } }, timeoutMs: 20_000 });
   t.equal(reply.status, 200);
-  const result = reply.json.result as Result;
+  const result = reply.json().result as Result;
   t.same(result.replies.map(label), [`${C}/worker 2`]);
-  t.same(result.replies[0]!.result.origin, { server: A, worker: reply.json.from }, 'origin names the sending worker of A');
+  t.same(result.replies[0]!.result.origin, { server: A, worker: reply.json().from }, 'origin names the sending worker of A');
   t.equal(result.replies[0]!.result.hops, 1, 'one hop through the mesh');
 });
 
@@ -124,9 +109,9 @@ t.test('mesh.send reaches a handler on the named peer primary; unknown methods a
   await t.rejects(a.command('mesh.send', { message: { method: 'custom', server: B } }), /bad_request/, 'only mesh.* methods');
   await t.rejects(a.command('mesh.send', { message: { method: 'mesh.echo', server: 'nobody' } }), /unavailable/, 'a server without a link');
 
-  const fromWorker = await post(b.port, '/fixture/mesh-send', { method: 'mesh.echo', server: A, data: 'hi' });
+  const fromWorker = await request(b.port, '/fixture/mesh-send', { body: { method: 'mesh.echo', server: A, data: 'hi' }, timeoutMs: 20_000 });
   t.equal(fromWorker.status, 200);
-  t.same(fromWorker.json.result, { server: A, ok: true, result: { echo: 'hi', from: B, at: A } }, "a worker's mesh.send goes through its primary");
+  t.same(fromWorker.json().result, { server: A, ok: true, result: { echo: 'hi', from: B, at: A } }, "a worker's mesh.send goes through its primary");
 });
 
 t.test('a server named but not linked is reported missing; nothing else changes', async (t) => {

@@ -162,10 +162,14 @@ export interface Reply {
 }
 
 /** One request on a fresh connection (no keep-alive), so each goes through the primary's hand-off. */
-export function request(port: number, pathname: string, options: { method?: string; agent?: http.Agent; timeoutMs?: number; host?: string } = {}): Promise<Reply> {
+/** One request to 127.0.0.1; with `body`, a JSON POST (unless `method` says otherwise). */
+export function request(port: number, pathname: string, options: { method?: string; agent?: http.Agent; timeoutMs?: number; host?: string; body?: unknown } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
+    const text = options.body === undefined ? undefined : JSON.stringify(options.body);
+    const headers: http.OutgoingHttpHeaders = options.host ? { host: options.host } : {};
+    if (text !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     const req = http.request(
-      { host: '127.0.0.1', port, path: pathname, method: options.method ?? 'GET', agent: options.agent ?? false, headers: options.host ? { host: options.host } : {} },
+      { host: '127.0.0.1', port, path: pathname, method: options.method ?? (text === undefined ? 'GET' : 'POST'), agent: options.agent ?? false, headers },
       (res) => {
         let body = '';
         res.setEncoding('utf8');
@@ -176,7 +180,7 @@ export function request(port: number, pathname: string, options: { method?: stri
     );
     req.setTimeout(options.timeoutMs ?? 10_000, () => req.destroy(new Error('request timed out')));
     req.on('error', reject);
-    req.end();
+    req.end(text);
   });
 }
 
