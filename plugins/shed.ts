@@ -4,6 +4,12 @@ import { normalizeHost } from '../src/auth/host.js';
 import type { Server } from '../src/server.js';
 
 /**
+ * Probes, metrics and the control surface answer for the node, not for a tenant: shedding the organization that
+ * owns their host must neither fail the load balancer's checks nor take away the way to end the shedding.
+ */
+const NEVER_SHED = new Set(['/healthz', '/readyz', '/metrics', '/control']);
+
+/**
  * SPEC 3.4: requests of a shed organization get the fallback — a 307 to the fallback target with
  * `Connection: close`, or 503 with `Retry-After` when there is none — so the load balancer sends them to
  * another node. Costs nothing while nothing is shed.
@@ -31,7 +37,7 @@ const shed: FastifyPluginAsync = async (app) => {
   // Callback style: while nothing is shed (nearly always) a request passes without a promise. A hook that
   // answered does not call `done`.
   app.addHook('onRequest', (request, reply, done) => {
-    if (!server.state?.shed?.size) return done();
+    if (!server.state?.shed?.size || NEVER_SHED.has(request.url.split('?', 1)[0]!)) return done();
     answerIfShed(request, reply).then((answered) => {
       if (!answered) done();
     }, done);

@@ -9,13 +9,13 @@ const ROUTED_FIELDS = ['method', 'data', 'server', 'cluster', 'worker', 'master'
 
 /**
  * The envelope to route, from what was authorized. Organization scope is the caller's own organization:
- * always for a non-admin key (a tenant reaches only workers serving it), and for an admin key when the body
- * asked for an organization scope at all.
+ * always for a tenant (SPEC 8.4: authorization refused it any server-level target, so it reaches only the
+ * workers serving its organization, here and on peers), and for a platform key when the body asked for it.
  */
 export function controlEnvelope(authorized: AuthorizedEnvelope, requestedScope: boolean): Record<string, unknown> {
   const envelope: Record<string, unknown> = {};
   for (const field of ROUTED_FIELDS) if (authorized[field] !== undefined) envelope[field] = authorized[field];
-  if (!authorized.user?.admin || requestedScope) envelope.organization_id = authorized.organization_id;
+  if (!authorized.user?.platform || requestedScope) envelope.organization_id = authorized.organization_id;
   return envelope;
 }
 
@@ -45,7 +45,7 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
           assertHostControlAllowed(server.config.lifecycle, server.id, envelope.confirm);
         }
         request.log.info(
-          { key: authorized.user?.key_id ?? null, organization: authorized.organization_id, method: envelope.method, target: { ...envelope, data: undefined } },
+          { key_id: authorized.user?.key_id ?? null, organization: authorized.organization_id, method: envelope.method, target: { ...envelope, data: undefined } },
           'control request',
         );
         return await server.request(envelope, { timeoutMs: envelope.timeoutMs as number | undefined });

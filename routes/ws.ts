@@ -26,6 +26,16 @@ type Frame = { id?: string | number | null; ok: boolean; result?: unknown; error
 const ws: FastifyPluginAsync = async (app) => {
   const server = app.fleetplane as unknown as Server;
   const byOrganization = new Map<string, Set<WebSocket>>();
+  /** SPEC 8.6: the sockets that receive their organization's events, admitted by `socket.subscribe`. */
+  const subscribers = new Map<string, Set<WebSocket>>();
+  const subscribe = (organizationId: string, socket: WebSocket) => {
+    const sockets = subscribers.get(organizationId) ?? new Set<WebSocket>();
+    subscribers.set(organizationId, sockets.add(socket));
+  };
+  const unsubscribe = (organizationId: string, socket: WebSocket) => {
+    const sockets = subscribers.get(organizationId);
+    if (sockets?.delete(socket) && sockets.size === 0) subscribers.delete(organizationId);
+  };
   await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false } });
 
   const send = (socket: WebSocket, frame: Frame) => {
@@ -49,7 +59,7 @@ const ws: FastifyPluginAsync = async (app) => {
     if (!organizationId || typeof event !== 'string' || event.length === 0 || event.length > 128) {
       throw new IpcError('bad_request', 'socket.emit needs organization_id and data: { event: string, payload }', 'data');
     }
-    const sockets = byOrganization.get(organizationId) ?? new Set();
+    const sockets = subscribers.get(organizationId) ?? new Set();
     for (const socket of sockets) send(socket, { event, data: payload ?? null });
     return { delivered: sockets.size };
   });
@@ -64,7 +74,8 @@ const ws: FastifyPluginAsync = async (app) => {
       const host = normalizeHost(request.host);
       const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
       if (!organization) {
-        socket.close(1008, 'no organization is served on this host');
+        // The same words as any refusal: a socket must not learn which hosts exist.
+        socket.close(1008, 'not authorized');
         return;
       }
       const organizationId = organization._id;
@@ -75,7 +86,18 @@ const ws: FastifyPluginAsync = async (app) => {
       const sockets = byOrganization.get(organizationId) ?? new Set<WebSocket>();
       byOrganization.set(organizationId, sockets.add(socket));
       server.organizations?.socketOpened(organizationId);
+      // Events only for a socket whose upgrade key (or the organization's defaults) grants `socket.subscribe`;
+      // a browser, which cannot set headers on a WebSocket, subscribes with a `socket.subscribe` frame instead.
+      if (request.headers.authorization !== undefined || organization.defaultPermissions) {
+        app.authorize.request(authorizationRequest(request), { method: 'socket.subscribe' }).then(
+          (authorized) => {
+            if (authorized.organization_id === organizationId && socket.readyState === socket.OPEN) subscribe(organizationId, socket);
+          },
+          () => {},
+        );
+      }
       socket.on('close', () => {
+        unsubscribe(organizationId, socket);
         sockets.delete(socket);
         if (sockets.size === 0) byOrganization.delete(organizationId);
         server.organizations?.socketClosed(organizationId);
@@ -99,6 +121,11 @@ const ws: FastifyPluginAsync = async (app) => {
         const id = typeof requestId === 'string' || typeof requestId === 'number' ? requestId : null;
         try {
           const authorized = await app.authorize.request(authorizationRequest(request), rest);
+          if (authorized.method === 'socket.subscribe' && authorized.organization_id === organizationId) {
+            subscribe(organizationId, socket);
+            badFrames = 0;
+            return send(socket, { id, ok: true, result: { subscribed: true } });
+          }
           if (isCrudMethod(authorized.method)) {
             const result = await runCrud(server.db, authorized);
             badFrames = 0;
@@ -107,7 +134,9 @@ const ws: FastifyPluginAsync = async (app) => {
           if (!CONTROL_METHODS.has(authorized.method)) {
             return refuse(id, 'unknown_method', `"${authorized.method}" is not served over the WebSocket`);
           }
-          const result = await server.request(controlEnvelope(authorized, rest.organization_id !== undefined));
+          const routed = controlEnvelope(authorized, rest.organization_id !== undefined);
+          request.log.info({ key_id: authorized.user?.key_id ?? null, organization: organizationId, method: routed.method, target: { ...routed, data: undefined } }, 'control request');
+          const result = await server.request(routed);
           badFrames = 0;
           send(socket, { id, ok: true, result });
         } catch (error) {

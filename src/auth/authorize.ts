@@ -5,6 +5,7 @@ import { AuthorizationError } from './errors.js';
 import { normalizeHost } from './host.js';
 import { parseKey, sameSecret, secretMatches } from './keys.js';
 import { isPermitted } from './permissions.js';
+import { tenantViolation } from './authority.js';
 
 /** The transport facts authorization needs; framework-free so HTTP routes and the WebSocket share it. */
 export interface AuthorizationRequest {
@@ -24,12 +25,16 @@ export interface AuthorizerOptions extends DirectoryOptions {
 }
 
 const BEARER = /^Bearer ([^\s]+)$/i;
-/** Hashed when the key id is unknown, so a miss costs what a wrong secret costs. */
+/** Hashed when the key id or the host is unknown, so a miss costs what a wrong secret costs. */
 const UNKNOWN_KEY_HASH = Buffer.alloc(32);
 
 const deny = (code: string, message: string, statusCode: 400 | 403 = 403) => new AuthorizationError(code, message, statusCode);
-/** The one answer for an unknown key, a wrong secret and another organization's key alike. */
-const invalidKey = () => deny('invalid_key', 'invalid key');
+/**
+ * SPEC 8.7: the one answer for an unknown host, an unknown key, a wrong secret, another organization's key, a key
+ * used on a host outside its list, and a request without a key that its host does not allow: telling them apart
+ * would tell a caller which hosts and keys exist.
+ */
+export const refused = () => deny('forbidden', 'this request is not authorized here');
 
 /** The key from `Authorization: Bearer` or the envelope's `apikey`; both present and different is refused. */
 function presentedKey(header: string | string[] | undefined, apikey: unknown): string | undefined {
@@ -65,10 +70,10 @@ function socketIdentity(socket: AuthorizationRequest['socket']): SocketIdentity 
 // One frozen user per cached key record, shared by its requests.
 const users = new WeakMap<KnownKey, AuthorizedUser>();
 
-function userOf(known: KnownKey): AuthorizedUser {
+function userOf(known: KnownKey, platform: boolean): AuthorizedUser {
   let user = users.get(known);
-  if (!user) {
-    user = Object.freeze({ key_id: known.record._id, name: known.record.name, admin: known.record.admin });
+  if (!user || user.platform !== platform) {
+    user = Object.freeze({ key_id: known.record._id, name: known.record.name, admin: known.record.admin, platform });
     users.set(known, user);
   }
   return user;
@@ -105,22 +110,33 @@ export class Authorizer {
   private async authorize(request: AuthorizationRequest, envelope: unknown): Promise<AuthorizedEnvelope> {
     if (!envelopeCheck.Check(envelope)) throw deny('invalid_envelope', 'the envelope must be an object with a "method" such as "object.read"', 400);
     const host = normalizeHost(request.host);
-    if (!host) throw deny('unknown_host', 'no organization is served on this host');
     const key = presentedKey(request.headers.authorization, envelope.apikey);
+    const parsed = key === undefined ? undefined : parseKey(key);
+    if (key !== undefined && !parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
     // Cache hits are answered without waiting: most requests come from a few hosts and keys.
-    const organization = this.directory.cachedOrganization(host) ?? (await this.directory.organizationForHost(host));
-    if (!organization) throw deny('unknown_host', 'no organization is served on this host');
-    let known: KnownKey | undefined;
-    if (key !== undefined) {
-      const parsed = parseKey(key);
-      if (!parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
-      known = checkKey(parsed.secret, this.directory.cachedKey(parsed.keyId) ?? (await this.directory.key(parsed.keyId)), organization._id, host);
+    const organization = host === undefined ? null : (this.directory.cachedOrganization(host) ?? (await this.directory.organizationForHost(host)));
+    if (!organization) {
+      // As long as a known host's refusal takes: the key is hashed either way.
+      if (parsed) secretMatches(parsed.secret, UNKNOWN_KEY_HASH);
+      throw refused();
     }
+    let known: KnownKey | undefined;
+    if (parsed) known = checkKey(parsed.secret, this.directory.cachedKey(parsed.keyId) ?? (await this.directory.key(parsed.keyId)), organization._id, host!);
     const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
-    if (!permitted) throw deny('permission_denied', `${known ? 'this key' : 'a request without a key'} may not call "${envelope.method}"`);
-    const user = known ? userOf(known) : null;
+    // Without a key, "not allowed here" must read the same as "no such host".
+    if (!permitted) throw known ? deny('permission_denied', `this key may not call "${envelope.method}"`) : refused();
+    let platform = false;
+    if (known) {
+      const platformId = this.directory.cachedPlatformOrganization() ?? (await this.directory.platformOrganization());
+      platform = platformId === organization._id;
+    }
+    if (!platform) {
+      const violation = tenantViolation(envelope as Envelope);
+      if (violation) throw deny('platform_only', violation);
+    }
+    const user = known ? userOf(known, platform) : null;
     try {
-      return sanitizeEnvelope(envelope as Envelope, { organization_id: organization._id, host, user, socket: socketIdentity(request.socket) });
+      return sanitizeEnvelope(envelope as Envelope, { organization_id: organization._id, host: host!, user, socket: socketIdentity(request.socket) });
     } catch (error) {
       if (error instanceof EnvelopeTooDeepError) throw deny('invalid_envelope', 'the envelope is nested too deeply', 400);
       throw error;
@@ -135,11 +151,12 @@ export class Authorizer {
  */
 function checkKey(secret: string, known: KnownKey | null, organizationId: string, host: string): KnownKey {
   const matches = known?.verifiedSecret !== undefined && sameSecret(secret, known.verifiedSecret) ? true : secretMatches(secret, known?.hash ?? UNKNOWN_KEY_HASH);
-  if (!known || !matches) throw invalidKey();
+  if (!known || !matches) throw refused();
   known.verifiedSecret = secret;
-  if (known.record.organization_id !== organizationId) throw invalidKey();
+  if (known.record.organization_id !== organizationId) throw refused();
+  if (known.hosts && !known.hosts.has(host)) throw refused();
+  // Only the key's holder learns these: the secret matched, on one of its own organization's hosts.
   if (known.record.disabled) throw deny('key_revoked', 'this key has been revoked');
   if (known.expiresAtMs !== undefined && known.expiresAtMs <= Date.now()) throw deny('key_expired', 'this key has expired');
-  if (known.hosts && !known.hosts.has(host)) throw deny('host_not_allowed', 'this key may not be used on this host');
   return known;
 }

@@ -1,6 +1,7 @@
 import type { KeyDocument, OrganizationDocument } from '../db/documents.js';
 import type { Store } from '../db/types.js';
 import { StoreCache, type StoreCacheOptions } from '../db/store-cache.js';
+import { platformOrganizationId } from './organizations.js';
 
 const WATCHED = ['organizations', 'keys'] as const;
 
@@ -18,8 +19,11 @@ export interface KnownKey {
   verifiedSecret?: string;
 }
 
-/** Staleness bound, cap and clock of the directory's cache (see `StoreCache`). */
-export type DirectoryOptions = StoreCacheOptions;
+/** Staleness bound, cap and clock of the directory's cache (see `StoreCache`), and the configured platform organization. */
+export type DirectoryOptions = StoreCacheOptions & { platformOrganization?: string };
+
+/** Cache entry of the platform organization's id; host names never contain a NUL. */
+const PLATFORM_ENTRY = '\0platform';
 
 /**
  * Organizations by host and keys by id, cached per process through a `StoreCache` over the `organizations` and
@@ -29,10 +33,13 @@ export class TenantDirectory {
   private readonly organizations: StoreCache;
   private readonly keys: StoreCache;
 
+  private readonly configuredPlatform: string | undefined;
+
   constructor(
     private readonly store: Store,
     options: DirectoryOptions = {},
   ) {
+    this.configuredPlatform = options.platformOrganization;
     // Either kind of change invalidates both: a key's organization may have moved hosts, and vice versa.
     this.organizations = new StoreCache(store, WATCHED, options);
     this.keys = new StoreCache(store, WATCHED, options);
@@ -45,6 +52,16 @@ export class TenantDirectory {
   /** The organization of `host` when the cache answers without waiting (see `StoreCache.peek`). */
   cachedOrganization(host: string): OrganizationDocument | null | undefined {
     return this.organizations.peek(host);
+  }
+
+  /** SPEC 8.4: the id of the organization that owns this server (null on a store with no organization yet). */
+  platformOrganization(): Promise<string | null> {
+    return this.organizations.get(PLATFORM_ENTRY, () => platformOrganizationId(this.store, this.configuredPlatform));
+  }
+
+  /** The platform organization's id when the cache answers without waiting. */
+  cachedPlatformOrganization(): string | null | undefined {
+    return this.organizations.peek(PLATFORM_ENTRY);
   }
 
   key(keyId: string): Promise<KnownKey | null> {

@@ -22,6 +22,8 @@ export interface AuthorizedUser {
   readonly key_id: string;
   readonly name: string;
   readonly admin: boolean;
+  /** The key belongs to the platform organization, the one that owns the server (SPEC 8.4). */
+  readonly platform: boolean;
 }
 
 export interface SocketIdentity {

@@ -28,11 +28,14 @@ export async function createOrganization(store: Store, input: CreateOrganization
   }
   const hosts = normalizeHosts(input.hosts);
   if (!hosts) throw new TenancyError(`invalid organization: hosts: not host names: ${input.hosts.join(', ')}`);
+  // The first organization of a store is the platform organization (SPEC 8.4): the one that owns its servers.
+  const platform = (await store.collection('organizations').countDocuments()) === 0;
   const document: OrganizationDocument = {
     _id: newId(),
     name: input.name,
     hosts,
     ...(input.defaultPermissions ? { defaultPermissions: input.defaultPermissions } : {}),
+    ...(platform ? { platform: true } : {}),
     createdAt: new Date().toISOString(),
   };
   try {
@@ -47,6 +50,17 @@ export async function createOrganization(store: Store, input: CreateOrganization
 /** The organization made first (by `init`), the default for commands given no `--org`. */
 export async function firstOrganization(store: Store): Promise<OrganizationDocument | null> {
   return store.collection<OrganizationDocument>('organizations').findOne({}, { sort: { _id: 1 } });
+}
+
+/**
+ * SPEC 8.4: the organization that owns the server: `configured` (`server.organization`) when given, else the one
+ * marked when the store was initialized, else (a store from before the mark) the first one made.
+ */
+export async function platformOrganizationId(store: Store, configured?: string): Promise<string | null> {
+  if (configured) return configured;
+  const organizations = store.collection<OrganizationDocument>('organizations');
+  const marked = await organizations.findOne({ platform: true }, { projection: { _id: 1 }, sort: { _id: 1 } });
+  return (marked ?? (await firstOrganization(store)))?._id ?? null;
 }
 
 /** Hosts of the organization `start` creates on an empty store: this machine under its usual names. */

@@ -8,7 +8,7 @@ export interface DataServices {
 }
 
 /** The store of this process (embedded or MongoDB) and the authorizer over it: `server.db`, `server.authorize`. */
-export async function openDataServices(config: StoreConfig, log?: AuthorizationLog): Promise<DataServices> {
+export async function openDataServices(config: StoreConfig & { server?: { organization?: string } }, log?: AuthorizationLog): Promise<DataServices> {
   const db = await openStore(config);
-  return { db, authorize: new Authorizer(db, { log }) };
+  return { db, authorize: new Authorizer(db, { log, platformOrganization: config.server?.organization }) };
 }

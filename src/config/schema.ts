@@ -30,6 +30,9 @@ export const ConfigSchema = Type.Object(
         id: Type.Optional(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._-]+$', description: 'Stable server id (default: persisted in the data directory)' })),
         cluster: Type.String({ minLength: 1, default: 'default', description: 'Cluster group this server belongs to' }),
         publicUrl: Type.Optional(Type.String({ minLength: 1, description: 'Base URL peers and load balancers use to reach this server' })),
+        organization: Type.Optional(
+          Type.String({ minLength: 1, maxLength: 256, description: 'Platform organization (id) that owns this server (default: the organization created by init or the first start)' }),
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

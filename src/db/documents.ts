@@ -19,6 +19,7 @@ export const OrganizationDocument = Type.Object(
     name: Name,
     hosts: Type.Array(Hostname, { minItems: 1, maxItems: 256, description: 'Host names that reach this organization; unique across organizations' }),
     defaultPermissions: Type.Optional(Permissions),
+    platform: Type.Optional(Type.Boolean({ description: 'The organization that owns the servers of this store (set once, by the first start or init)' })),
     createdAt: IsoTime,
   },
   open,

@@ -10,6 +10,8 @@ const store = await testStore();
 t.teardown(() => store.close());
 const orgA = await organization(store, { name: 'a', hosts: ['a.example', 'a2.example'], defaultPermissions: { status: true, object: { collection: ['apis'] } } });
 const orgB = await organization(store, { name: 'b', hosts: ['b.example'] });
+/** The first organization of a store is its platform organization. */
+const platformId = orgA._id;
 const hostOrganization: Record<string, typeof orgA> = { 'a.example': orgA, 'a2.example': orgA, 'b.example': orgB };
 
 interface IssuedKey {
@@ -108,12 +110,16 @@ t.test('authorize.request never throws anything but a 400/403 refusal, and never
         if (result.user?.key_id !== entry.id) return false;
       } else if (result.user !== null) return false;
       const permitted = oracleAllows({ admin: entry?.input.admin, permissions: entry?.input.permissions, defaults: organization.defaultPermissions }, sent);
+      // SPEC 8.4: server-level methods and targets only for a key of the platform organization (the first made).
+      const serverLevel = /^(cordon|drain|shed|restart|reboot|shutdown|storage(\..+)?)$/.test(String(sent.method)) || ['master', 'worker', 'server', 'cluster', 'broadcast'].some((field) => sent[field] !== undefined && sent[field] !== false);
+      if (serverLevel && (entry === undefined || entry.input.organizationId !== platformId)) return false;
+      if (result.user && result.user.platform !== (entry!.input.organizationId === platformId)) return false;
       return permitted && !('apikey' in result) && Object.isFrozen(result) && result.socket?.remoteAddress === '10.0.0.1';
     }),
     { numRuns: 3_000 },
   );
   t.ok(allowed > 100, `allowed requests were exercised (${allowed})`);
-  for (const code of ['invalid_envelope', 'unknown_host', 'malformed_authorization', 'malformed_key', 'conflicting_keys', 'invalid_key', 'key_revoked', 'key_expired', 'host_not_allowed', 'permission_denied']) {
+  for (const code of ['invalid_envelope', 'forbidden', 'malformed_authorization', 'malformed_key', 'conflicting_keys', 'platform_only', 'key_revoked', 'key_expired', 'permission_denied']) {
     t.ok(codes[code], `the ${code} refusal was exercised`);
   }
   t.ok(refused > 100, `refused requests were exercised (${refused})`);

@@ -15,7 +15,7 @@ t.test('/metrics needs a key with metrics.read', async (t) => {
   t.teardown(() => app.close());
   const anonymous = await scrape(app);
   t.equal(anonymous.statusCode, 403);
-  t.equal(anonymous.json().error.code, 'permission_denied');
+  t.equal(anonymous.json().error.code, 'forbidden');
   t.equal((await scrape(app, other)).statusCode, 403, 'a key without metrics.read');
   const allowed = await scrape(app, reader);
   t.equal(allowed.statusCode, 200);

@@ -49,7 +49,7 @@ t.test('WebSocket: authorized envelopes in, replies with the request id out', as
   t.teardown(() => anonymous.socket.terminate());
   anonymous.socket.send(JSON.stringify({ requestId: 'a', method: 'cordon', broadcast: true }));
   const denied = await nextFrame(anonymous.frames, (frame) => frame.id === 'a');
-  t.match(denied, { ok: false, error: { code: 'permission_denied' } });
+  t.match(denied, { ok: false, error: { code: 'forbidden' } });
   anonymous.socket.send(JSON.stringify({ requestId: 'b', method: 'status', master: true, apikey: acme.adminKey }));
   t.match(await nextFrame(anonymous.frames, (frame) => frame.id === 'b'), { ok: true }, 'the envelope may carry the key');
 });

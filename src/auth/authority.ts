@@ -1,0 +1,30 @@
+import type { EnvelopeFields } from './permissions.js';
+
+/**
+ * SPEC 8.4: methods that act on the server itself (its processes, ingress, host and cluster storage), whoever's
+ * organization the caller is. Only keys of the platform organization may call them.
+ */
+const SERVER_METHODS = /^(cordon|drain|shed|restart|reboot|shutdown|storage(\..+)?)$/;
+
+/** Targets that select processes by position rather than by organization: platform keys only. */
+export const SERVER_TARGETS = ['master', 'worker', 'server', 'cluster', 'broadcast'] as const;
+
+export function isServerMethod(method: string): boolean {
+  return SERVER_METHODS.test(method);
+}
+
+/** The first server-level target the envelope names (`master: false` names none), if any. */
+export function serverTarget(envelope: Readonly<Record<string, unknown>>): string | undefined {
+  return SERVER_TARGETS.find((field) => envelope[field] !== undefined && envelope[field] !== false);
+}
+
+/**
+ * Why a caller outside the platform organization may not send this envelope, or undefined when it may.
+ * Permissions are evaluated before this; this is the level above them that no tenant grant can lift.
+ */
+export function tenantViolation(envelope: EnvelopeFields): string | undefined {
+  if (isServerMethod(envelope.method)) return `"${envelope.method}" acts on the server itself; only the platform organization may call it`;
+  const target = serverTarget(envelope);
+  if (target) return `the "${target}" target selects server processes; only the platform organization may use it (a tenant's envelopes are scoped to its organization)`;
+  return undefined;
+}
