@@ -1,4 +1,4 @@
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AlreadyInitializedError, initializeStore, isInitialized } from '../src/auth/bootstrap.js';
@@ -97,9 +97,13 @@ export async function init(argv: string[], out: NodeJS.WritableStream = process.
 
 /**
  * `start` on an empty store: organization "default" for this machine's names and an admin key, written to
- * `<dataDir>/admin.key` (0600) and printed once to stdout. Never through the logger: the key must not be logged.
+ * `<dataDir>/admin.key` (0600) before anything is said, so a start that fails later has not lost the key. The
+ * key itself is printed only to a terminal: a service manager or log collector on stdout gets where it was
+ * saved instead. Never through the logger: the key must not be logged.
  */
-export async function autoInitialize(config: ResolvedConfig, out: NodeJS.WritableStream = process.stdout): Promise<void> {
+export async function autoInitialize(config: ResolvedConfig, out: NodeJS.WritableStream & { isTTY?: boolean } = process.stdout): Promise<void> {
+  // The store may live elsewhere (`db.path`); the key file is always in the data directory.
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const store = await openStore(config);
   try {
     if (await isInitialized(store)) return;
@@ -113,7 +117,8 @@ export async function autoInitialize(config: ResolvedConfig, out: NodeJS.Writabl
     const file = path.join(config.dataDir, ADMIN_KEY_FILE);
     writeFileSync(file, `${created.key}\n`, { mode: 0o600 });
     chmodSync(file, 0o600);
-    out.write(`fleetplane: created organization "default" (${created.organization_id}) and admin key ${created.key_id}, saved to ${file} (mode 0600):\n${created.key}\n`);
+    const made = `fleetplane: created organization "default" (${created.organization_id}) and admin key ${created.key_id}, saved to ${file} (mode 0600)`;
+    out.write(out.isTTY ? `${made}:\n${created.key}\n` : `${made}; read it from there.\n`);
   } finally {
     await store.close();
   }

@@ -7,7 +7,7 @@ import { WorkflowError } from '../src/workflows/errors.js';
 import type { Server } from '../src/server.js';
 
 const ENVELOPE_FIELDS = new Set(['method', 'apikey']);
-type Status = 400 | 404 | 422 | 502 | 503 | 504;
+type Status = 400 | 403 | 404 | 422 | 502 | 503 | 504;
 
 /**
  * Before validation and authorization: the body holds the inputs under the workflow's name and nothing else,

@@ -5,6 +5,7 @@ import { assertCollectionDocument } from '../db/documents.js';
 import { DEFAULT_READ_LIMIT, parseCrudEnvelope, type CrudEnvelope } from './envelope.js';
 import { CrudError } from './errors.js';
 import { assertNoSecretPaths, redactSecrets } from './secrets.js';
+import { assertCollectionAuthority, organizationsFilter, updateKeys, type CrudCaller } from './authority.js';
 
 export type CrudResult =
   | { insertedIds: string[] }
@@ -46,10 +47,16 @@ async function create(collection: Collection<Document>, name: string, documents:
   return { insertedIds };
 }
 
-async function execute(store: Store, organizationId: string, envelope: CrudEnvelope): Promise<CrudResult> {
+async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope): Promise<CrudResult> {
   const name = envelope.collection;
-  const collection = store.forOrganization(organizationId).collection(name);
+  assertCollectionAuthority(caller, envelope);
   assertNoSecretPaths(name, envelope.filter, envelope.sort);
+  if (name === 'organizations') {
+    const found = await store.collection('organizations').find(organizationsFilter(caller, envelope.filter as Filter | undefined), { sort: envelope.sort, limit: envelope.limit ?? DEFAULT_READ_LIMIT });
+    return { documents: found };
+  }
+  if (name === 'keys' && envelope.method === 'object.update') return updateKeys(store, caller, envelope.filter as Filter, envelope.update as Update);
+  const collection = store.forOrganization(caller.organization_id).collection(name);
   switch (envelope.method) {
     case 'object.create':
       return create(collection, name, envelope.documents!);
@@ -70,11 +77,11 @@ async function execute(store: Store, organizationId: string, envelope: CrudEnvel
  * SPEC 7.3: an authorized CRUD envelope against the caller's organization. The scope comes from authorization
  * (`organization_id` of the envelope is the resolved one, never the caller's), through `store.forOrganization`.
  */
-export async function runCrud(store: Store | undefined, authorized: Readonly<Record<string, unknown>> & { organization_id: string }): Promise<CrudResult> {
+export async function runCrud(store: Store | undefined, authorized: Readonly<Record<string, unknown>> & CrudCaller): Promise<CrudResult> {
   if (!store) throw new CrudError('unavailable', 'the data store is not available on this server', 503);
   const envelope = parseCrudEnvelope(authorized);
   try {
-    return await execute(store, authorized.organization_id, envelope);
+    return await execute(store, authorized, envelope);
   } catch (error) {
     throw asCrudError(error);
   }

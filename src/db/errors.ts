@@ -28,7 +28,7 @@ export class UnknownOperatorError extends StoreError {
   override readonly name = 'UnknownOperatorError';
   constructor(
     readonly operator: string,
-    context: 'filter' | 'update' | 'projection',
+    context: 'filter' | 'update' | 'projection' | 'sort',
   ) {
     super(`unknown ${context} operator ${operator}`, 'unknown_operator');
   }

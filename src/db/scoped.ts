@@ -93,8 +93,12 @@ class ScopedCollection<T extends Document> implements Collection<T> {
     return update;
   }
 
-  private withoutHidden<O extends { projection?: Projection }>(options: O): O {
+  private withoutHidden<O extends { projection?: Projection; sort?: FindOptions['sort'] }>(options: O): O {
     if (this.hidden.length === 0) return options;
+    // An order reveals a field as surely as a filter does, one comparison at a time.
+    for (const path of Object.keys(options.sort ?? {})) {
+      for (const field of this.hidden) if (touches(path, field)) throw new ScopeError(`sort.${path}: ${field} cannot be sorted on through an organization scope`);
+    }
     const projection: Projection = { ...(options.projection ?? {}) };
     const including = Object.entries(projection).some(([path, value]) => path !== '_id' && Boolean(value));
     for (const field of this.hidden) {

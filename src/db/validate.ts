@@ -29,7 +29,7 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 const hasOperatorKey = (value: Record<string, unknown>) => Object.keys(value).some((key) => key.startsWith('$'));
 
 /** A dotted path of field names: no empty segment, no operator, nothing that reaches an object's prototype. */
-function assertFieldPath(path: string, context: 'filter' | 'update' | 'projection'): void {
+function assertFieldPath(path: string, context: 'filter' | 'update' | 'projection' | 'sort'): void {
   for (const segment of path.split('.')) {
     if (segment === '') throw new InvalidInputError(`empty segment in field path "${path}"`);
     if (segment.startsWith('$')) throw new UnknownOperatorError(segment, context);
@@ -160,8 +160,9 @@ export function assertFindOptions(options: FindOptions): void {
   if (limit !== undefined && (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 0)) throw new InvalidInputError('limit must be a non-negative integer (0 = no limit)');
   if (sort !== undefined) {
     if (!isPlainObject(sort)) throw new InvalidInputError('sort must be an object of field: 1 | -1');
+    if (Object.keys(sort).length === 0) throw new InvalidInputError('sort: must name at least one field');
     for (const [path, direction] of Object.entries(sort)) {
-      assertFieldPath(path, 'projection');
+      assertFieldPath(path, 'sort');
       if (direction !== 1 && direction !== -1) throw new InvalidInputError(`sort of "${path}" must be 1 or -1`);
     }
   }

@@ -12,31 +12,52 @@ export interface InventorySaveResult {
   skipped?: string;
 }
 
-type ServerRecord = Document & { cluster_id?: string; master?: { status?: string; meshUrl?: unknown; startedAt?: unknown } };
+type ServerRecord = Document & { cluster_id?: string; organization_id?: string; master?: { status?: string; meshUrl?: unknown; startedAt?: unknown } };
 
 /**
  * SPEC 7.4: writes one process's section of this server's `servers` document (the primary `master`, a worker
  * `workers.<id>`), merging field by field so sections written by others survive. A record another subsystem
  * marked terminating or failed is left as it is.
  */
-export async function saveInventorySection(db: Store, serverId: string, cluster: string, section: string, fields: Record<string, unknown>): Promise<InventorySaveResult> {
+export async function saveInventorySection(db: Store, serverId: string, cluster: string, section: string, fields: Record<string, unknown>, owner?: string): Promise<InventorySaveResult> {
   const servers = db.collection<ServerRecord>(SERVERS);
   const current = await servers.findOne({ _id: serverId }, { projection: { master: 1 } });
   const held = current?.master?.status;
   if (held && HELD_STATUSES.has(held)) return { saved: false, skipped: `the record is ${held}` };
-  const set: Record<string, unknown> = { cluster_id: cluster };
+  const set: Record<string, unknown> = { cluster_id: cluster, ...(owner ? { organization_id: owner } : {}) };
   for (const [name, value] of Object.entries(fields)) if (value !== undefined) set[`${section}.${name}`] = value;
   await servers.updateOne({ _id: serverId }, { $set: set }, { upsert: true });
   return { saved: true };
 }
 
-/** The peers this server dials: running servers of its cluster group with a smaller id (one link per pair). */
-export async function runningPeers(db: Store, self: string, cluster: string): Promise<PeerTarget[]> {
-  const records = await db.collection<ServerRecord>(SERVERS).find({ cluster_id: cluster, 'master.status': 'running' }, { sort: { _id: 1 } });
+/**
+ * A URL the primary may dial: ws or wss, a host, no credentials, no fragment. The record is the platform's
+ * (only it writes `servers`), but a URL is still input: a malformed one is skipped, never dialed.
+ */
+export function dialableMeshUrl(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 2048 || !/^wss?:\/\//.test(value)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if ((url.protocol !== 'ws:' && url.protocol !== 'wss:') || !url.hostname || url.username || url.password || url.hash) return undefined;
+  return value;
+}
+
+/**
+ * The peers this server dials (SPEC 6.1, 8.5): running servers of its cluster group with a smaller id (one link
+ * per pair), from records of its platform organization only (or written before owners were recorded, when no
+ * tenant could be told apart), with a dialable mesh URL.
+ */
+export async function runningPeers(db: Store, self: string, cluster: string, owner?: string | null): Promise<PeerTarget[]> {
+  const filter = { cluster_id: cluster, 'master.status': 'running', ...(owner ? { $or: [{ organization_id: owner }, { organization_id: { $exists: false } }] } : {}) };
+  const records = await db.collection<ServerRecord>(SERVERS).find(filter, { sort: { _id: 1 } });
   const peers: PeerTarget[] = [];
   for (const record of records) {
-    const url = record.master?.meshUrl;
-    if (record._id >= self || typeof url !== 'string' || !/^wss?:\/\//.test(url)) continue;
+    const url = dialableMeshUrl(record.master?.meshUrl);
+    if (record._id >= self || !url) continue;
     const startedAt = record.master?.startedAt;
     peers.push({ id: record._id, url, ...(typeof startedAt === 'string' ? { startedAt } : {}) });
   }

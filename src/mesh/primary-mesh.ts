@@ -38,7 +38,7 @@ export async function attachPrimaryMesh(server: Server, primary: PrimaryRuntime,
     route: (envelope, options) => router.route(envelope, options),
     organizations: () => server.organizations.active(),
     publicUrl: () => publicUrl(config, primary.ports),
-    discover: () => runningPeers(server.db, server.id, cluster),
+    discover: async () => runningPeers(server.db, server.id, cluster, await server.authorize?.directory.platformOrganization()),
     inventoryToken: () => server.db.changeToken([SERVERS]),
   });
   router.forwarder = mesh;

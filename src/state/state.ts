@@ -32,6 +32,8 @@ interface StateHost {
   readonly primaryRuntime?: PrimaryRuntime;
   readonly workerRuntime?: WorkerRuntime;
   readonly db?: Store;
+  /** Knows the platform organization, recorded in the inventory as the server's owner (SPEC 8.4). */
+  readonly authorize?: { directory: { platformOrganization(): Promise<string | null> } };
 }
 
 /**
@@ -203,7 +205,8 @@ export class ServerState {
     if (!db) throw new IpcError('unavailable', 'this process has no store');
     if (primaryRuntime) {
       const section = this.masterSection?.() ?? { status: primaryRuntime.status === 'stopping' ? 'stopped' : 'running', pid: process.pid };
-      return saveInventorySection(db, id, config.server.cluster, 'master', section);
+      const owner = (await this.host.authorize?.directory.platformOrganization()) ?? undefined;
+      return saveInventorySection(db, id, config.server.cluster, 'master', section, owner);
     }
     const worker = workerRuntime!;
     return saveInventorySection(db, id, config.server.cluster, `workers.${worker.workerId}`, { pid: process.pid, status: worker.status, updatedAt: new Date().toISOString() });

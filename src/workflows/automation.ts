@@ -18,11 +18,18 @@ export interface AutomationHost {
   log: Logger;
   request(envelope: unknown, options?: { timeoutMs?: number }): Promise<RequestResult>;
   on?(event: 'organization.inactive', listener: (payload: { organization_id: string }) => void): unknown;
+  /** Where the platform organization is known (SPEC 8.4). */
+  authorize?: { directory: { platformOrganization(): Promise<string | null> } };
 }
 
 export function openAutomation(host: AutomationHost): Automation {
   const api = new ApiService(host.db, host.log.child({ component: 'api' }));
-  const workflow = new WorkflowService({ store: host.db, api, request: (envelope, options) => host.request(envelope, options) });
+  const workflow = new WorkflowService({
+    store: host.db,
+    api,
+    request: (envelope, options) => host.request(envelope, options),
+    isPlatform: async (organizationId) => (await host.authorize?.directory.platformOrganization()) === organizationId,
+  });
   const webhooks = new WebhookService({ store: host.db, workflow, log: host.log.child({ component: 'webhooks' }) });
   host.on?.('organization.inactive', ({ organization_id }) => api.organizationInactive(organization_id));
   return { api, workflow, webhooks };

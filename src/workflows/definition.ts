@@ -79,6 +79,8 @@ export interface CompiledWorkflow {
   steps: CompiledStep[];
   output?: Template;
   timeoutMs: number;
+  /** Registered in code by the embedding application, not stored by a tenant: its IPC steps may name server targets. */
+  trusted?: boolean;
 }
 
 const definitionCheck = TypeCompiler.Compile(WorkflowDefinition);

@@ -5,6 +5,7 @@ import type { RequestResult } from '../ipc/handlers.js';
 import type { CompiledStep, CompiledWorkflow } from './definition.js';
 import { WorkflowError } from './errors.js';
 import type { Scope } from './template.js';
+import { serverTarget } from '../auth/authority.js';
 
 /** Nesting of workflow steps, the top-level run included: enough for composition, a wall for recursion. */
 export const MAX_WORKFLOW_DEPTH = 8;
@@ -16,6 +17,8 @@ export interface EngineDeps {
   api: { send(envelope: unknown, options?: ApiCallOptions): Promise<ApiReply> };
   request?(envelope: unknown, options: { timeoutMs?: number }): Promise<RequestResult>;
   resolve(organizationId: string, name: string): Promise<CompiledWorkflow | null>;
+  /** Whether an organization is the platform organization (SPEC 8.4); without it, none is. */
+  isPlatform?(organizationId: string): Promise<boolean>;
 }
 
 interface RunContext {
@@ -27,6 +30,8 @@ interface RunContext {
   deadline: number;
   /** Names of the steps running now, outermost first: what a timeout reports. */
   active: string[];
+  /** The running workflow was registered in code (see `CompiledWorkflow.trusted`). */
+  trusted: boolean;
 }
 
 const remaining = (context: RunContext) => Math.max(1, context.deadline - Date.now());
@@ -58,10 +63,15 @@ async function runStep(deps: EngineDeps, step: CompiledStep, scope: Scope, conte
   if (step.kind === 'workflow') {
     const next = await deps.resolve(context.organizationId, step.workflow);
     if (!next) throw new WorkflowError('unknown_workflow', `no workflow "${step.workflow}"`, 422);
-    return execute(deps, next, step.input ? step.input(scope) : scope.input, { ...context, depth: context.depth + 1 });
+    return execute(deps, next, step.input ? step.input(scope) : scope.input, { ...context, depth: context.depth + 1, trusted: next.trusted === true });
   }
   if (!deps.request) throw new WorkflowError('unavailable', 'IPC is not available in this process', 503);
   const envelope: Record<string, unknown> = { ...(step.envelope(scope) as Record<string, unknown>), organization_id: context.organizationId };
+  // A tenant's stored workflow reaches its own organization's workers only, as its keys do (SPEC 8.4).
+  const target = serverTarget(envelope);
+  if (target && !context.trusted && !(await deps.isPlatform?.(context.organizationId))) {
+    throw new WorkflowError('platform_only', `the "${target}" target selects server processes; only the platform organization's workflows may use it`, 403);
+  }
   const timeoutMs = Math.min((envelope.timeoutMs as number | undefined) ?? DEFAULT_IPC_TIMEOUT_MS, remaining(context));
   const result = await deps.request({ ...envelope, timeoutMs }, { timeoutMs });
   const failed = result.replies.find((reply) => !reply.ok);
@@ -105,7 +115,7 @@ async function execute(deps: EngineDeps, workflow: CompiledWorkflow, input: unkn
 export async function runWorkflow(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, organizationId: string): Promise<unknown> {
   const active: string[] = [];
   const expired = { value: false };
-  const context: RunContext = { organizationId, depth: 1, budget: { steps: MAX_STEPS_PER_RUN }, expired, deadline: Date.now() + workflow.timeoutMs, active };
+  const context: RunContext = { organizationId, depth: 1, budget: { steps: MAX_STEPS_PER_RUN }, expired, deadline: Date.now() + workflow.timeoutMs, active, trusted: workflow.trusted === true };
   // Only an output template: nothing can wait, so no deadline is needed.
   if (workflow.steps.length === 0) return execute(deps, workflow, input, context);
   let timer: NodeJS.Timeout | undefined;

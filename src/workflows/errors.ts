@@ -7,7 +7,7 @@ export class WorkflowError extends Error {
   constructor(
     readonly code: WorkflowErrorCode,
     message: string,
-    readonly statusCode: 400 | 404 | 422 | 502 | 503 | 504,
+    readonly statusCode: 400 | 403 | 404 | 422 | 502 | 503 | 504,
     readonly step?: string,
   ) {
     super(message);
@@ -16,6 +16,7 @@ export class WorkflowError extends Error {
 
 export type WorkflowErrorCode =
   | 'invalid_request'
+  | 'platform_only'
   | 'unknown_workflow'
   | 'invalid_workflow'
   | 'missing_reference'

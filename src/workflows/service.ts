@@ -4,7 +4,7 @@ import { compileWorkflow, type CompiledWorkflow } from './definition.js';
 import { runWorkflow, type EngineDeps } from './engine.js';
 import { WorkflowDefinitionError, WorkflowError } from './errors.js';
 
-export interface WorkflowServiceDeps extends Pick<EngineDeps, 'api' | 'request'> {
+export interface WorkflowServiceDeps extends Pick<EngineDeps, 'api' | 'request' | 'isPlatform'> {
   store: Store | undefined;
 }
 
@@ -30,13 +30,13 @@ export class WorkflowService {
 
   constructor(deps: WorkflowServiceDeps) {
     this.stored = deps.store && new DefinitionCache(deps.store, 'workflows', compileStored);
-    this.engine = { api: deps.api, request: deps.request, resolve: (organizationId, name) => this.resolve(organizationId, name) };
+    this.engine = { api: deps.api, request: deps.request, isPlatform: deps.isPlatform, resolve: (organizationId, name) => this.resolve(organizationId, name) };
   }
 
   /** Registers (or replaces) a workflow in code; throws `WorkflowDefinitionError` naming the invalid field. */
   register(name: string, definition: Record<string, unknown>): void {
     const compiled = compileWorkflow({ ...definition, name });
-    this.registered.set(name, compiled);
+    this.registered.set(name, { ...compiled, trusted: true });
   }
 
   /** The workflow an organization reaches by this name, or null. */

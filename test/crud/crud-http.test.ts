@@ -81,7 +81,11 @@ t.test('bad envelopes are 4xx naming the problem and change nothing', async (t) 
     [{ method: 'object.read', collection: 'apis', colection: 'x' }, 400, /^colection: unknown field/],
     [{ method: 'object.drop', collection: 'apis' }, 400, /^method/],
     [{ method: 'object.update', collection: 'apis', filter: {}, update: { name: 'x' } }, 400, /operators/],
-    [{ method: 'object.read', collection: 'organizations' }, 403, /organizations/],
+    [{ method: 'object.update', collection: 'organizations', filter: {}, update: { $set: { name: 'x' } } }, 400, /organizations are changed with "fleetplane apply"/],
+    [{ method: 'object.read', collection: 'apis', sort: {} }, 400, /^sort: must name at least one field/],
+    [{ method: 'object.read', collection: 'apis', sort: { $natural: 1 } }, 400, /\$natural/],
+    [{ method: 'object.read', collection: 'keys', sort: { secretHash: 1 } }, 403, /sort\.secretHash/],
+    [{ method: 'object.create', collection: 'workflows', documents: [{ _id: 'chosen', name: 'x', steps: [] }] }, 400, /^documents\.0\._id: assigned by the store/],
     [{ method: 'object.create', collection: 'apis', documents: [{ name: 'no-base-url' }] }, 400, /^documents\.0: invalid apis document: baseUrl/],
     [{ method: 'object.create', collection: 'things', documents: [{ $bad: 1 }] }, 400, /^documents\.0: /],
   ];

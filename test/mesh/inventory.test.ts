@@ -52,3 +52,16 @@ t.test('discovery lists running servers of the same group with a smaller id and 
   ], 'not stopped, not another group, not without a usable URL, not itself, not a larger id');
   t.same(await runningPeers(db, 'a', 'blue'), [], 'the smallest id dials nobody');
 });
+
+t.test('discovery trusts only records of the platform organization (or written before owners were recorded) with a dialable URL', async (t) => {
+  const db = await store(t);
+  const servers = db.collection('servers');
+  await saveInventorySection(db, 'a', 'blue', 'master', { status: 'running', meshUrl: 'ws://a:8090' }, 'platform-org');
+  t.equal((await servers.findOne({ _id: 'a' }))!.organization_id, 'platform-org', 'the primary records its owner');
+  await servers.insertOne({ _id: 'b', cluster_id: 'blue', master: { status: 'running', meshUrl: 'ws://b:8090' } });
+  await servers.insertOne({ _id: 'c', organization_id: 'tenant-org', cluster_id: 'blue', master: { status: 'running', meshUrl: 'ws://attacker.example:1' } });
+  for (const [id, url] of [['d', 'ws://user:pass@d:8090'], ['e', 'ws://'], ['f', 'ws://f:8090/#x'], ['g', `ws://${'g'.repeat(3000)}`]] as const) {
+    await servers.insertOne({ _id: id, cluster_id: 'blue', master: { status: 'running', meshUrl: url } });
+  }
+  t.same((await runningPeers(db, 'z', 'blue', 'platform-org')).map((peer) => peer.id), ['a', 'b'], "a tenant's planted record and undialable URLs are skipped");
+});
