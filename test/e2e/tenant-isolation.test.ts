@@ -42,7 +42,7 @@ function refusedByAuthorization(reply: Reply): boolean {
  * the matrix uses: each organization's admin, a restricted platform key, and a tenant key its own admin gave
  * every permission it could.
  */
-async function start() {
+async function start(config: Record<string, unknown> = {}) {
   const { dataDir, tenants } = await dataDirWithTenants([
     { name: 'platform', hosts: ['localhost', '127.0.0.1'] },
     { name: 'tenant-a', hosts: ['a.test'] },
@@ -56,7 +56,7 @@ async function start() {
   const revoked = await createKey(store, { organizationId: tenantB.organization_id, name: 'revoked', permissions: { status: true } });
   await revokeKey(store, tenantB.organization_id, revoked.key_id);
   await store.close();
-  const server = await ServerProcess.start({ workers: 2, dataDir });
+  const server = await ServerProcess.start({ workers: 2, dataDir, ...config });
   await server.readyWorkers(2);
   const serverId = String(server.events.find((event) => event.event === 'started')!.id);
   // A token in the cluster storage that only the platform may read or change.
@@ -133,7 +133,7 @@ function expectedAllowed(kind: (typeof KINDS)[number], method: (typeof METHODS)[
 }
 
 t.test('tenant isolation matrix: every control method × target form × key kind gets the expected answer, and nothing outside the caller reaches is changed', async (t) => {
-  const started = await start();
+  const started = await start({ log: { level: 'info' } });
   const { server, serverId, platform, tenantB, platformRestricted, tenantRestricted } = started;
   t.teardown(() => server.stop());
   const callers: Record<(typeof KINDS)[number], { key?: string; host: string; organization_id: string }> = {
@@ -165,6 +165,10 @@ t.test('tenant isolation matrix: every control method × target form × key kind
   t.equal(allowed + refused, KINDS.length * METHODS.length * FORMS.length);
   t.ok(allowed > 50 && refused > 200, `both answers exercised (${allowed} allowed, ${refused} refused)`);
   await assertUntouched(t, started);
+  // SPEC 3.6: the audit line names the key by its id (never the key), the organization and the target.
+  const audit = server.events.filter((event) => event.msg === 'control request');
+  t.ok(audit.some((event) => event.key_id === platformRestricted.key_id && event.organization === platform.organization_id), 'control requests are logged with the key id');
+  t.notOk(audit.some((event) => JSON.stringify(event).includes('[redacted]')), 'the key id is not redacted');
 });
 
 t.test("regressions: a tenant's keys cannot escalate, shed or restart the server, reach the storage or plant inventory", async (t) => {
