@@ -77,6 +77,17 @@ t.test('shed an organization: its host gets the 307 while another organization i
   t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 200, 'globex served again');
 });
 
+t.test("shedding the organization that owns the node's host leaves probes, metrics and /control answering, so it can be ended over HTTP", async (t) => {
+  const { server, acme } = await start({ fallback: { redirect: 'http://lb.example.test' } });
+  t.teardown(() => server.stop());
+  t.equal((await post(server.port, { method: 'shed', master: true, data: [acme.organization_id] }, { key: acme.adminKey })).status, 200);
+  t.equal((await request(server.port, '/whoami', { host: 'localhost' })).status, 307, 'its requests get the fallback');
+  for (const probe of ['/healthz', '/readyz']) t.equal((await request(server.port, probe, { host: 'localhost' })).status, 200, `${probe} still answers`);
+  const ended = await post(server.port, { method: 'shed', master: true, data: false }, { key: acme.adminKey });
+  t.equal(ended.status, 200, '/control still answers');
+  t.equal((await request(server.port, '/whoami', { host: 'localhost' })).status, 200, 'served again');
+});
+
 t.test('shedding is in effect when /control answers, and a worker started later knows it', async (t) => {
   const { server, acme, globex } = await start({ fallback: { redirect: 'http://lb.example.test' } });
   t.teardown(() => server.stop());
