@@ -37,7 +37,7 @@ const shed: FastifyPluginAsync = async (app) => {
   // Callback style: while nothing is shed (nearly always) a request passes without a promise. A hook that
   // answered does not call `done`.
   app.addHook('onRequest', (request, reply, done) => {
-    if (!server.state?.shed?.size || NEVER_SHED.has(request.url.split('?', 1)[0]!)) return done();
+    if (!server.state?.shedding?.size || NEVER_SHED.has(request.url.split('?', 1)[0]!)) return done();
     answerIfShed(request, reply).then((answered) => {
       if (!answered) done();
     }, done);

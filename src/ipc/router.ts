@@ -81,6 +81,8 @@ export class IpcRouter {
       if ('missing' in outcome) result.missing.push({ server: this.deps.serverId, worker: outcome.missing });
       else result.replies.push(outcome);
     }
+    // A target that cannot answer is missing, not silently dropped: the caller asked for it by number.
+    for (const workerId of plan.absent ?? []) result.missing.push({ server: this.deps.serverId, worker: workerId });
     if (peers) {
       const remote = await peers;
       result.replies.push(...remote.replies);

@@ -17,6 +17,8 @@ export interface TargetPlan {
   master: boolean;
   workers: number[];
   forward: { servers?: string[]; clusters?: string[]; all?: boolean; organization_id?: string } | undefined;
+  /** Workers named explicitly that this server does not have (or that take no envelopes now): reported missing. */
+  absent?: number[];
 }
 
 const TARGET_FIELDS = ['server', 'cluster', 'worker', 'master', 'broadcast', 'organization_id'] as const;
@@ -51,8 +53,11 @@ export function resolveTargets(envelope: IpcEnvelope, view: TargetView, fromPeer
   const explicit = asList(envelope.worker);
   const org = envelope.organization_id;
   let workers: number[];
+  let absent: number[] = [];
   if (explicit) {
-    workers = [...new Set(explicit)].filter((id) => view.workers.includes(id));
+    const named = [...new Set(explicit)];
+    workers = named.filter((id) => view.workers.includes(id));
+    absent = named.filter((id) => !view.workers.includes(id) && !(view.singleProcess && id === 0));
   } else if (envelope.broadcast || org !== undefined) {
     workers = org === undefined ? [...view.workers] : view.workers.filter((id) => view.serves(id, org));
   } else {
@@ -62,5 +67,5 @@ export function resolveTargets(envelope: IpcEnvelope, view: TargetView, fromPeer
   const master = Boolean(envelope.master) || (!namesInside && (servers !== undefined || clusters !== undefined));
   // One process is both primary and worker 0: it is one target, delivered once.
   if (view.singleProcess && master) workers = workers.filter((id) => id !== 0);
-  return { master, workers: workers.sort((a, b) => a - b), forward };
+  return { master, workers: workers.sort((a, b) => a - b), forward, ...(absent.length > 0 ? { absent: absent.sort((a, b) => a - b) } : {}) };
 }

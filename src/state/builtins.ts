@@ -28,7 +28,7 @@ export function registerBuiltins(handlers: HandlerRegistry, host: BuiltinHost): 
   handlers.handle('drain', (data) => host.state.drain(flag(data)));
   handlers.handle('shed', (data) => {
     const organizations = data === false ? false : Array.isArray(data) ? data : (data as { organizations?: unknown })?.organizations;
-    return host.state.setShed(organizations as string[] | false);
+    return host.state.shed(organizations as string[] | false);
   });
   handlers.handle('restart', (data) => host.state.restart({ isPrimary: Boolean((data as { isPrimary?: unknown })?.isPrimary) }));
   handlers.handle('reboot', (_data, envelope) => host.state.reboot(envelope.confirm));

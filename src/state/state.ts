@@ -87,7 +87,7 @@ export class ServerState {
   }
 
   /** Organizations whose traffic this server turns away with the fallback (SPEC 3.4). */
-  get shed(): ReadonlySet<string> {
+  get shedding(): ReadonlySet<string> {
     return this.shedOrganizations;
   }
 
@@ -117,8 +117,8 @@ export class ServerState {
     return { worker: workerRuntime!.workerId, ...(await workerRuntime!.drain(value)) };
   }
 
-  /** Stop serving these organizations (their requests get the fallback), or `false` to serve everyone. */
-  async setShed(organizations: string[] | false): Promise<string[]> {
+  /** SPEC 3.4: stop serving these organizations (their requests get the fallback), or `false` to serve everyone. */
+  async shed(organizations: string[] | false): Promise<string[]> {
     const list = organizations === false ? [] : organizations;
     if (!Array.isArray(list) || list.some((id) => typeof id !== 'string' || id.length === 0 || id.length > 128)) {
       throw new IpcError('bad_request', 'shed takes a list of organization ids or false', 'data');
@@ -129,6 +129,11 @@ export class ServerState {
       return list;
     }
     return this.applyShed(list);
+  }
+
+  /** The same as `shed`. */
+  setShed(organizations: string[] | false): Promise<string[]> {
+    return this.shed(organizations);
   }
 
   /**

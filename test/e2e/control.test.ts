@@ -88,6 +88,15 @@ t.test("shedding the organization that owns the node's host leaves probes, metri
   t.equal((await request(server.port, '/whoami', { host: 'localhost' })).status, 200, 'served again');
 });
 
+t.test('server.state.shed([...]) in code sheds those organizations, and shed(false) ends it', async (t) => {
+  const { server, globex } = await start({ fallback: { redirect: 'http://lb.example.test' } });
+  t.teardown(() => server.stop());
+  t.same(await server.command('shed', { organizations: [globex.organization_id] }), [globex.organization_id]);
+  t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 307);
+  t.same(await server.command('shed', { organizations: false }), []);
+  t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 200);
+});
+
 t.test('shedding is in effect when /control answers, and a worker started later knows it', async (t) => {
   const { server, acme, globex } = await start({ fallback: { redirect: 'http://lb.example.test' } });
   t.teardown(() => server.stop());

@@ -42,6 +42,10 @@ t.test('fleetplane ctl steers a running server through its 0600 control socket',
   t.equal(uncordon.status, 0, uncordon.stderr);
   t.equal((await request(server.port, '/whoami')).status, 200, 'uncordoned through the primary');
 
+  const absent = await ctl(['status', '--worker', '7', '--json', '--data-dir', dataDir]);
+  t.equal(absent.status, 1, 'a worker that does not exist is missing, and ctl exits 1');
+  t.same(JSON.parse(absent.stdout).missing, [{ server: server.events[0]!.id, worker: 7 }]);
+
   server.signal('SIGTERM');
   t.equal(await server.exited, 0);
   t.notOk(existsSync(socket), 'the socket is removed on shutdown');

@@ -16,7 +16,7 @@ t.test('targeting matrix', async (t) => {
     ['one worker', { worker: 2 }, { master: false, workers: [2], forward: undefined }],
     ['several workers', { worker: [3, 1] }, { master: false, workers: [1, 3], forward: undefined }],
     ['duplicate worker numbers are delivered once', { worker: [2, 2] }, { master: false, workers: [2], forward: undefined }],
-    ['unknown worker numbers are not targets', { worker: [2, 9] }, { master: false, workers: [2], forward: undefined }],
+    ['unknown worker numbers are not targets: they are reported absent', { worker: [9, 2, 7] }, { master: false, workers: [2], forward: undefined, absent: [7, 9] }],
     ['broadcast: every worker here, and every peer', { broadcast: true }, { master: false, workers: [1, 2, 3], forward: { all: true, organization_id: undefined } }],
     ['master: the primary only', { master: true }, { master: true, workers: [], forward: undefined }],
     ['master and broadcast', { master: true, broadcast: true }, { master: true, workers: [1, 2, 3], forward: { all: true, organization_id: undefined } }],
