@@ -6,7 +6,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from './src/logging/logger.js';
 import { lazyChildLogger } from './src/logging/lazy-child.js';
 import type { AppHost } from './src/runtime/app-host.js';
-import errors from './plugins/errors.js';
+import { answerClientError } from './src/http/raw-errors.js';
+import errors, { frameworkErrors } from './plugins/errors.js';
+import requestGuard from './plugins/request-guard.js';
 import services, { type ServerContext } from './plugins/services.js';
 import authorize from './plugins/authorize.js';
 import envelope from './plugins/envelope.js';
@@ -56,6 +58,10 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     return503OnClosing: false,
+    // Requests Node's parser refuses (malformed, headers or request line too large, too slow) and those the
+    // router refuses get the same error shape as every other answer.
+    clientErrorHandler: answerClientError,
+    frameworkErrors,
     serverFactory: (handler) => {
       const listener = handler as (request: IncomingMessage, response: ServerResponse) => void;
       http = createHttpServer(listener);
@@ -63,12 +69,14 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
         https = createHttpsServer({ key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) }, listener);
         // One router for both: WebSocket upgrades over TLS reach the same handlers.
         https.on('upgrade', (request, socket, head) => http.emit('upgrade', request, socket, head));
+        https.on('clientError', answerClientError);
       }
       return http;
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   await app.register(errors);
+  await app.register(requestGuard);
   await app.register(services, { server: options.server });
   await app.register(authorize);
   await app.register(envelope);

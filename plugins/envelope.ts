@@ -58,7 +58,8 @@ const envelope: FastifyPluginAsync = async (app) => {
     if (guarded.has(route.url)) return;
     guarded.add(route.url);
     // Registered on the instance that declared the route, so it shares that route's hooks and prefix.
-    this.route({ method: [...OTHER_METHODS], url: route.routePath ?? route.url, schema: { hide: true } as FastifySchema, handler: methodNotAllowed });
+    // Answered on request, before the body is read: the method is wrong whatever the body's type or size.
+    this.route({ method: [...OTHER_METHODS], url: route.routePath ?? route.url, schema: { hide: true } as FastifySchema, onRequest: methodNotAllowed, handler: methodNotAllowed });
   });
 };
 

@@ -1,5 +1,7 @@
 import fp from 'fastify-plugin';
-import type { FastifyError, FastifyPluginAsync } from 'fastify';
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { duplicatedHeader } from '../src/http/duplicate-headers.js';
+import { closeUpgradeOnAnswer, refuseDuplicateHeader } from './request-guard.js';
 
 /** Fastify's own error codes mapped to stable, documented ones. */
 const CODES: Record<number, string> = {
@@ -9,6 +11,7 @@ const CODES: Record<number, string> = {
   404: 'not_found',
   405: 'method_not_allowed',
   413: 'payload_too_large',
+  414: 'uri_too_long',
   415: 'unsupported_media_type',
   429: 'too_many_requests',
   503: 'unavailable',
@@ -50,5 +53,28 @@ const errors: FastifyPluginAsync = async (app) => {
     reply.code(404).header('cache-control', 'no-store').send({ error: { code: 'not_found', message: `no route for ${request.method} ${request.url.split('?')[0]}` } });
   });
 };
+
+/**
+ * Fastify's `frameworkErrors`: what the router refuses before any hook runs — a path that is not valid
+ * percent-encoding (400) or a path parameter longer than `maxParamLength` (414) — in the one error shape.
+ * Fastify's own answers echo the path and lack `Cache-Control`.
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  // The request guard is an onRequest hook, which these requests never reach.
+  closeUpgradeOnAnswer(request, reply);
+  const duplicated = duplicatedHeader(request.raw.rawHeaders);
+  if (duplicated) return refuseDuplicateHeader(duplicated, reply);
+  let status = 400;
+  let message = 'the URL is not valid percent-encoding';
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    status = 414;
+    message = 'a path segment is longer than this server accepts';
+  } else if (error.code !== 'FST_ERR_BAD_URL') {
+    request.log.error({ err: error }, 'routing failed');
+    reply.code(500).header('cache-control', 'no-store').send({ error: { code: 'internal', message: 'internal error' } });
+    return;
+  }
+  reply.code(status).header('cache-control', 'no-store').send({ error: { code: CODES[status]!, message } });
+}
 
 export default fp(errors, { name: 'fleetplane-errors' });

@@ -35,8 +35,22 @@ function packageVersion(): string {
 
 type DeclaredSchema = FastifySchema & { hide?: boolean; params?: { properties?: Record<string, unknown> } };
 
+/**
+ * Every route can answer 400: the request guard refuses a duplicated `Host` or `Authorization` header before
+ * any route runs, so that answer is declared here, once, for the routes that declare no 400 of their own.
+ */
+const DUPLICATE_HEADER_REPLY = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String({ examples: ['duplicate_header'] }),
+      message: Type.String({ examples: ['the Host header may appear only once'] }),
+    }),
+  },
+  { description: 'Bad request: `duplicate_header` when the request has more than one `Host` or `Authorization` header' },
+);
+
 /** The UI page is listed (its assets are not); `/ws` is listed although the WebSocket plugin hides it. */
-const DOCS_PAGE = { tags: ['docs'], summary: 'OpenAPI UI (HTML)', security: PUBLIC, response: { 200: Type.String({ description: 'The Swagger UI page' }) } };
+const DOCS_PAGE = { tags: ['docs'], summary: 'OpenAPI UI (HTML)', security: PUBLIC, response: { 200: Type.String({ description: 'The Swagger UI page' }), 400: DUPLICATE_HEADER_REPLY } };
 
 /**
  * How a route appears in the document. A wildcard (`/api/*`) becomes a named path parameter, `{path}`, since
@@ -50,6 +64,8 @@ function documented(schema: DeclaredSchema | undefined, url: string, route: Rout
     declared.response = { 101: { description: 'Switching Protocols: the WebSocket is open' } };
   }
   if (declared.hide) return { schema: declared, url };
+  const responses = declared.response as Record<string, unknown> | undefined;
+  if (responses && !responses[400]) declared.response = { ...responses, 400: DUPLICATE_HEADER_REPLY };
   if (!declared.security) declared.security = securityOf(url);
   if (!url.endsWith('*')) return { schema: declared, url };
   const { '*': wildcard, ...others } = declared.params?.properties ?? {};
@@ -75,7 +91,8 @@ const openapi: FastifyPluginAsync = async (app) => {
         description:
           'Clustered, multi-tenant control-plane server. Envelope routes take POSTed JSON (application/json, at most 1 MiB) ' +
           'with a key as `Authorization: Bearer <key>` or as the envelope field `apikey`; every envelope reply has `Cache-Control: no-store` ' +
-          'and errors are `{ "error": { "code", "message" } }`.',
+          'and errors are `{ "error": { "code", "message" } }`. A request with more than one `Host` or `Authorization` header is refused ' +
+          'with 400 `duplicate_header`.',
       },
       tags: TAGS,
       components: {

@@ -1,6 +1,8 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import { duplicatedHeader, duplicateHeaderMessage } from '../http/duplicate-headers.js';
+import { answerClientError } from '../http/raw-errors.js';
 
 export interface FallbackOptions {
   serverId: string;
@@ -35,6 +37,7 @@ export class FallbackResponder {
       server.keepAliveTimeout = 1;
       server.headersTimeout = 10_000;
       server.requestTimeout = 15_000;
+      server.on('clientError', answerClientError);
     }
   }
 
@@ -50,6 +53,8 @@ export class FallbackResponder {
 
   private answer(request: IncomingMessage, response: ServerResponse): void {
     response.shouldKeepAlive = false;
+    const duplicated = duplicatedHeader(request.rawHeaders);
+    if (duplicated) return this.json(response, 400, { error: { code: 'duplicate_header', message: duplicateHeaderMessage(duplicated) } });
     const path = (request.url ?? '/').split('?')[0];
     if (request.method === 'GET' && (path === '/healthz' || path === '/readyz')) {
       const ready = path === '/healthz';

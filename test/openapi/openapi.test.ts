@@ -48,6 +48,16 @@ t.test('every route is listed with its security, tags and a summary; nothing els
   t.ok(body.content['application/json']!.example ?? body.content['application/json']!.examples, 'request examples are included');
 });
 
+t.test('every route documents a 400 in the error shape: a duplicated Host or Authorization header is refused on any route', async (t) => {
+  for (const [method, route] of ROUTES) {
+    const operation = (document.paths![route] as Record<string, OpenAPIV3_1.OperationObject>)[method]!;
+    const refused = operation.responses?.['400'] as OpenAPIV3_1.ResponseObject | undefined;
+    const schema = refused?.content?.['application/json']?.schema as OpenAPIV3_1.SchemaObject | undefined;
+    t.same(schema?.required, ['error'], `${method} ${route}`);
+    t.same((schema?.properties?.error as OpenAPIV3_1.SchemaObject | undefined)?.required, ['code', 'message'], `${method} ${route}: code and message`);
+  }
+});
+
 t.test('the document is deterministic and the committed openapi/openapi.json is current', async (t) => {
   t.equal(await generateOpenApi(), text, 'two generations are byte-identical');
   t.notMatch(text, /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/, 'no timestamps');

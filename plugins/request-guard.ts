@@ -1,0 +1,45 @@
+import type { IncomingMessage } from 'node:http';
+import fp from 'fastify-plugin';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { duplicatedHeader, duplicateHeaderMessage, type AmbiguousHeader } from '../src/http/duplicate-headers.js';
+
+/** Node sets `upgrade` on the requests it hands to 'upgrade' listeners; its typings leave it out. */
+const isUpgrade = (request: FastifyRequest) => (request.raw as IncomingMessage & { upgrade?: boolean }).upgrade === true;
+
+/**
+ * An upgrade request that gets an ordinary HTTP answer (a 404, a refusal) is answered on a socket the HTTP
+ * server has let go of: no timeout and no keep-alive logic will ever close it, so close it once the answer is
+ * out. A request that is upgraded is hijacked and never finishes its answer.
+ */
+export function closeUpgradeOnAnswer(request: FastifyRequest, reply: FastifyReply): void {
+  if (isUpgrade(request)) reply.raw.once('finish', () => request.raw.socket.destroySoon());
+}
+
+/** Answers 400 `duplicate_header` and closes the connection: what else the client sent cannot be trusted. */
+export function refuseDuplicateHeader(name: AmbiguousHeader, reply: FastifyReply): void {
+  reply.raw.shouldKeepAlive = false;
+  reply
+    .code(400)
+    .header('cache-control', 'no-store')
+    .header('connection', 'close')
+    .send({ error: { code: 'duplicate_header', message: duplicateHeaderMessage(name) } });
+}
+
+// Callback style: every request passes here, and one that passes costs no promise.
+const guard: onRequestHookHandler = (request, reply, done) => {
+  closeUpgradeOnAnswer(request, reply);
+  const duplicated = duplicatedHeader(request.raw.rawHeaders);
+  if (duplicated === undefined) return done();
+  refuseDuplicateHeader(duplicated, reply);
+};
+
+/**
+ * Checks on the raw request before any other hook, route or authorization sees it: more than one `Host` or
+ * `Authorization` header is refused, and upgrade requests answered over HTTP close their socket. The WebSocket
+ * upgrade passes here too: `@fastify/websocket` routes it like any request.
+ */
+const requestGuard: FastifyPluginAsync = async (app) => {
+  app.addHook('onRequest', guard);
+};
+
+export default fp(requestGuard, { name: 'fleetplane-request-guard' });
