@@ -1,6 +1,8 @@
 import fp from 'fastify-plugin';
-import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { WebSocket } from 'ws';
 import { duplicatedHeader } from '../src/http/duplicate-headers.js';
+import { RateLimitedWarnings } from '../src/logging/rate-limited.js';
 import { closeUpgradeOnAnswer, refuseDuplicateHeader } from './request-guard.js';
 
 /** Fastify's own error codes mapped to stable, documented ones. */
@@ -75,6 +77,23 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
     return;
   }
   reply.code(status).header('cache-control', 'no-store').send({ error: { code: CODES[status]!, message } });
+}
+
+/** Protocol errors are what a client sent wrong (`ws`'s `WS_ERR_*` codes): a bad opcode, an oversized or unmasked frame, invalid UTF-8. */
+const isProtocolError = (error: Error & { code?: unknown }) => typeof error.code === 'string' && error.code.startsWith('WS_ERR_');
+
+/**
+ * The WebSocket plugin's `errorHandler`. A client's protocol error is the client's doing and anyone can cause
+ * it before authenticating: a warning without a stack, a bounded number per minute. Anything else is ours and
+ * is logged in full. Either way the socket is dropped, as the plugin's own handler does.
+ */
+export function websocketErrorHandler(log: FastifyBaseLogger, limits = { max: 10, windowMs: 60_000 }) {
+  const protocolErrors = new RateLimitedWarnings({ ...limits, what: 'websocket protocol errors', log });
+  return (error: Error & { code?: unknown }, socket: WebSocket, request: FastifyRequest): void => {
+    if (isProtocolError(error)) protocolErrors.warn(request.log, { code: error.code, reason: error.message }, 'websocket protocol error');
+    else request.log.error({ err: error }, 'websocket handler failed');
+    socket.terminate();
+  };
 }
 
 export default fp(errors, { name: 'fleetplane-errors' });

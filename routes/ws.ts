@@ -5,6 +5,7 @@ import { normalizeHost } from '../src/auth/host.js';
 import { AuthorizationError } from '../src/auth/errors.js';
 import { IpcError } from '../src/ipc/envelope.js';
 import { authorizationRequest } from '../plugins/authorize.js';
+import { websocketErrorHandler } from '../plugins/errors.js';
 import { controlEnvelope } from './control.js';
 import { isCrudMethod } from '../src/crud/envelope.js';
 import { CrudError } from '../src/crud/errors.js';
@@ -36,7 +37,7 @@ const ws: FastifyPluginAsync = async (app) => {
     const sockets = subscribers.get(organizationId);
     if (sockets?.delete(socket) && sockets.size === 0) subscribers.delete(organizationId);
   };
-  await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false } });
+  await app.register(websocket, { errorHandler: websocketErrorHandler(app.log), options: { maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false } });
 
   const send = (socket: WebSocket, frame: Frame) => {
     if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(frame));
