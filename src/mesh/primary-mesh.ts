@@ -7,8 +7,13 @@ import { Mesh, type MeshApi, type MeshMessage } from './mesh.js';
 import { SERVERS, runningPeers } from './inventory.js';
 import { meshSettings, meshUrl, publicUrl } from './settings.js';
 
-/** Primary shutdowns after which the server comes back: peers keep retrying (SPEC 6.3). */
-const RESTART_SIGNALS = new Set(['restart', 'reboot']);
+/**
+ * SPEC 6.3, the close contract: 1000 ("do not retry") only for an explicit node shutdown; a restart, a reboot
+ * and a signal, which may as well be a service manager restarting the node, close with 1012 so peers retry.
+ */
+export function meshCloseCode(reason: string): 1000 | 1012 {
+  return reason === 'shutdown' ? 1000 : 1012;
+}
 
 export interface PrimaryMesh {
   readonly mesh: Mesh;
@@ -73,7 +78,7 @@ export async function attachPrimaryMesh(server: Server, primary: PrimaryRuntime,
     }
   });
   // Last step of the shutdown (SPEC 1.5): links carried envelopes while workers drained.
-  server.on('shutdown:complete', ({ signal }) => mesh.close(RESTART_SIGNALS.has(signal) ? 1012 : 1000));
+  server.on('shutdown:complete', ({ signal }) => mesh.close(meshCloseCode(signal)));
 
   return {
     mesh,

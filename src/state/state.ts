@@ -225,14 +225,25 @@ export class ServerState {
     return this.hostCommand('shutdown', confirm);
   }
 
+  /**
+   * SPEC 3.5: once confirmed, the node stops as a graceful stop does (connections drained, workers gone, links
+   * closed: 1012 for a reboot, 1000 for a shutdown) and only then runs the host command. The caller is answered
+   * first: no reply could come back after it.
+   */
   private async hostCommand(kind: 'reboot' | 'shutdown', confirm: unknown): Promise<unknown> {
     const { config, id, primaryRuntime } = this.host;
     if (!primaryRuntime) throw new IpcError('bad_request', `${kind} is handled by the primary: address it with master: true`);
     assertHostControlAllowed(config.lifecycle, id, confirm);
     const argv = kind === 'reboot' ? config.lifecycle.rebootCommand : config.lifecycle.shutdownCommand;
-    this.host.log.warn({ command: argv[0] }, `host ${kind} confirmed: running the configured command`);
-    const outcome = await runHostCommand(argv);
-    if (outcome.code !== 0) this.host.log.error({ code: outcome.code, stderr: outcome.stderr }, `host ${kind} command failed`);
-    return { command: kind, exitCode: outcome.code };
+    this.host.log.warn({ command: argv[0] }, `host ${kind} confirmed: stopping gracefully, then running the configured command`);
+    setImmediate(() => {
+      void primaryRuntime.shutdown(kind).then(async () => {
+        const outcome = await runHostCommand(argv);
+        if (outcome.code !== 0) this.host.log.error({ code: outcome.code, stderr: outcome.stderr }, `host ${kind} command failed`);
+        else this.host.log.warn(`host ${kind} command ran`);
+        process.exit(outcome.code === 0 ? 0 : 1);
+      });
+    });
+    return { command: kind, accepted: true };
   }
 }

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { statSync, existsSync, readFileSync } from 'node:fs';
+import { statSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CLI, ServerProcess, cleanEnv, request, tempDir } from '../helpers/server-process.js';
 
@@ -67,12 +67,16 @@ t.test('fleetplane ctl: bad input is one line and exit 2; no server is exit 1', 
   t.equal(noServer.stderr.trim().split('\n').length, 1);
 });
 
-t.test('reboot: refused without hostControl or without confirm; runs the configured command with both', async (t) => {
+t.test('reboot: refused without hostControl or without confirm; with both the node drains and stops first, then runs the configured command', async (t) => {
   const dataDir = tempDir();
   const marker = path.join(dataDir, 'rebooted');
-  const server = await ServerProcess.start({ workers: 1, dataDir, lifecycle: { hostControl: true, rebootCommand: [process.execPath, '-e', `require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'yes')`] } });
+  const pidFile = path.join(dataDir, 'worker.pid');
+  // The command records whether the worker was still running when it ran.
+  const script = `const fs = require('node:fs'); let alive = true; try { process.kill(Number(fs.readFileSync(${JSON.stringify(pidFile)}, 'utf8')), 0); } catch { alive = false; } fs.writeFileSync(${JSON.stringify(marker)}, alive ? 'worker alive' : 'worker gone');`;
+  const server = await ServerProcess.start({ workers: 1, dataDir, lifecycle: { hostControl: true, rebootCommand: [process.execPath, '-e', script] } });
   t.teardown(() => server.stop());
-  await server.readyWorkers(1);
+  const [ready] = await server.readyWorkers(1);
+  writeFileSync(pidFile, String(ready!.pid));
   const id = server.events[0]!.id as string;
   const unconfirmed = await ctl(['reboot', '--master', '--json', '--data-dir', dataDir]);
   t.equal(unconfirmed.status, 1);
@@ -80,8 +84,10 @@ t.test('reboot: refused without hostControl or without confirm; runs the configu
   t.notOk(existsSync(marker));
   const confirmed = await ctl(['reboot', '--master', '--confirm', id, '--json', '--data-dir', dataDir]);
   t.equal(confirmed.status, 0, confirmed.stderr);
-  t.same(JSON.parse(confirmed.stdout).replies[0].result, { command: 'reboot', exitCode: 0 });
-  t.equal(readFileSync(marker, 'utf8'), 'yes', 'the configured command ran');
+  t.same(JSON.parse(confirmed.stdout).replies[0].result, { command: 'reboot', accepted: true });
+  t.equal(await server.exited, 0, 'the node stopped and the command succeeded');
+  t.equal(readFileSync(marker, 'utf8'), 'worker gone', 'the configured command ran after the workers had stopped');
+  t.ok(server.events.some((event) => event.event === 'shutdown:complete' && event.signal === 'reboot'), 'a graceful stop came first');
 
   const locked = await ServerProcess.start({ workers: 1 });
   t.teardown(() => locked.stop());

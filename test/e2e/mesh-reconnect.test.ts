@@ -64,9 +64,24 @@ t.test('kill -9 of B: A and C retry on the SPEC 6.3 schedule, and the links re-f
   t.ok(c.count((event) => event.event === 'mesh:link:open' && event.peer === B) >= 2, 'C re-linked to B');
 });
 
-t.test("B's graceful shutdown closes its links with 1000 and its peers stop retrying", async (t) => {
+t.test("B's SIGTERM (a stop or a service manager's restart: uncertain) closes its links with 1012 and peers retry", async (t) => {
   const marks = [a.events.length, c.events.length];
   b.signal('SIGTERM');
+  t.equal(await b.exited, 0, 'B exited 0');
+  for (const [index, peer] of [a, c].entries()) {
+    const closed = await waitForEvent(peer, 'link:close', marks[index]!);
+    t.equal(closed.code, 1012, `${peer === a ? 'A' : 'C'} saw close code 1012`);
+    await waitForEvent(peer, 'reconnect', marks[index]!, (event) => event.attempt === 1);
+    t.pass(`${peer === a ? 'A' : 'C'} keeps retrying`);
+  }
+  await startB();
+  await fullMesh();
+  t.pass('B started again: the links re-formed');
+});
+
+t.test("B's explicit shutdown closes its links with 1000 and its peers stop retrying", async (t) => {
+  const marks = [a.events.length, c.events.length];
+  await b.command('shutdown');
   t.equal(await b.exited, 0, 'B exited 0');
   for (const [index, peer] of [a, c].entries()) {
     const closed = await waitForEvent(peer, 'link:close', marks[index]!);
