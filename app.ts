@@ -85,18 +85,42 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   } else {
     await app.register(openapi);
     await app.register(shed);
-    await app.register(health);
-    await app.register(metrics);
-    await app.register(control);
-    await app.register(ws);
-    await app.register(api);
-    await app.register(workflows);
-    await app.register(webhooks);
-    await app.register(crud);
+    // SPEC 9.3: the embedding application's routes come first, and a built-in route with the same method and
+    // path steps aside instead of failing the boot.
     if (options.extend) await app.register(options.extend);
+    for (const routes of [health, metrics, control, ws, api, workflows, webhooks, crud] as FastifyPluginAsync[]) await app.register(yieldingTo(routes));
   }
   await app.ready();
   return { app: app as unknown as FastifyInstance, http, https };
+}
+
+const SHORTHANDS = ['get', 'head', 'post', 'put', 'delete', 'patch', 'options'] as const;
+
+/**
+ * A built-in route plugin that skips each of its routes whose method and path an earlier plugin (the embedding
+ * application's) already registered. The plugin gets its own encapsulated instance, so only its calls are
+ * affected.
+ */
+function yieldingTo(plugin: FastifyPluginAsync): FastifyPluginAsync {
+  return async (instance, options) => {
+    const taken = (methods: string | string[], url: string) =>
+      [methods].flat().every((method) => {
+        const exists = instance.hasRoute({ method: method.toUpperCase() as never, url });
+        if (exists) instance.log.info({ method: method.toUpperCase(), url }, 'a custom route takes precedence over the built-in one');
+        return exists;
+      });
+    for (const name of SHORTHANDS) {
+      const original = instance[name] as (...args: unknown[]) => FastifyInstance;
+      (instance as unknown as Record<string, unknown>)[name] = function (this: FastifyInstance, url: string, ...rest: unknown[]) {
+        return taken(name, url) ? this : original.call(this, url, ...rest);
+      };
+    }
+    const route = instance.route;
+    (instance as unknown as Record<string, unknown>).route = function (this: FastifyInstance, definition: { method: string | string[]; url: string }) {
+      return taken(definition.method, definition.url) ? this : route.call(this, definition as never);
+    };
+    await plugin(instance, options);
+  };
 }
 
 /** The primary's fallback surface: `POST /control` through the same authorization as the workers'. */
