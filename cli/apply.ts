@@ -5,6 +5,11 @@ import { firstOrganization } from '../src/auth/organizations.js';
 import { planApply, type AppliedResource } from '../src/crud/apply-resources.js';
 import { ResourceFileError, validateResourceFile, type ResourceFile } from '../src/crud/resources.js';
 import type { Store } from '../src/db/types.js';
+import { loadConfig } from '../src/config/load.js';
+import { secretsIn } from '../src/secrets/fields.js';
+import { SealedStore } from '../src/secrets/sealed-store.js';
+import { SecretKeyError } from '../src/secrets/errors.js';
+import { asCliError, keyringFor } from './secrets.js';
 import { STORE_OPTIONS, withStore, withUsage } from './init.js';
 import { CliError } from './usage.js';
 
@@ -56,6 +61,9 @@ async function organizationId(store: Store, given: string | undefined): Promise<
   return first._id;
 }
 
+const holdsSecrets = (file: ResourceFile) =>
+  (['apis', 'webhooks'] as const).some((kind) => (file[kind] ?? []).some((resource) => secretsIn(kind, resource).length > 0));
+
 function summary(resources: AppliedResource[]): string {
   const count = (outcome: AppliedResource['outcome']) => resources.filter((resource) => resource.outcome === outcome).length;
   return `${resources.length} resource${resources.length === 1 ? '' : 's'}: ${count('created')} created, ${count('changed')} changed, ${count('unchanged')} unchanged`;
@@ -71,13 +79,23 @@ export async function apply(argv: string[], out: NodeJS.WritableStream = process
   }
   if (!values.file) throw new CliError('missing -f FILE', 2, APPLY_USAGE);
   const file = readResourceFile(values.file);
-  await withStore(values, async (store) => {
+  // Checked before the store is opened: a bad secrets key refuses the file with nothing written.
+  const secrets = keyringFor(loadConfig({ flags: { config: values.config, dataDir: values['data-dir'] } }).config);
+  await withStore(values, async (raw) => {
+    const store = new SealedStore(raw, secrets);
     const organization = await organizationId(store, values.org);
     let plan;
     try {
-      plan = await planApply(store, organization, file);
+      plan = await planApply(store, organization, file, undefined, secrets);
     } catch (error) {
       if (error instanceof ResourceFileError) throw new CliError(`${values.file}: ${error.message}`, 2);
+      throw error;
+    }
+    try {
+      // The key file is made (or found unusable) before the first write, not half-way through them.
+      if (holdsSecrets(file)) secrets.sealingKeyId();
+    } catch (error) {
+      if (error instanceof SecretKeyError) throw asCliError(error);
       throw error;
     }
     await plan.write();

@@ -7,15 +7,20 @@ import { KEY_ID_PATTERN } from '../src/db/documents.js';
 import type { Store } from '../src/db/types.js';
 import { parseArgs } from 'node:util';
 import { STORE_OPTIONS, withStore, withUsage } from './init.js';
+import { rotateSecretsCommand } from './secrets.js';
 import { CliError } from './usage.js';
 
-export const KEYS_USAGE = `Usage: fleetplane keys <create|list|revoke> [options]
+export const KEYS_USAGE = `Usage: fleetplane keys <create|list|revoke|rotate-secrets> [options]
 
-Manage the keys of an organization (default: the first one, made by "fleetplane init").
+Manage the keys of an organization (default: the first one, made by "fleetplane init"), or the key that
+seals provider and webhook secrets in the store.
 
   fleetplane keys create --name NAME [--permissions JSON] [--admin] [--host HOST...] [--expires ISO] [--json]
   fleetplane keys list [--json]
   fleetplane keys revoke KEY_ID
+  fleetplane keys rotate-secrets [--json]
+      seal every secret of every organization with a new key (plain text from earlier versions too), then
+      retire the old key; with FLEETPLANE_SECRETS_KEY set, seal them with that key instead (see README)
 
 Options:
   --name NAME         a name for the key (create)
@@ -71,14 +76,15 @@ export async function keys(argv: string[], out: NodeJS.WritableStream = process.
   const { values, positionals } = parse(argv);
   const [action, ...rest] = positionals;
   if (values.help || !action) {
-    if (!action && !values.help) throw new CliError('missing action: create, list or revoke', 2, KEYS_USAGE);
+    if (!action && !values.help) throw new CliError('missing action: create, list, revoke or rotate-secrets', 2, KEYS_USAGE);
     out.write(`${KEYS_USAGE}\n`);
     return;
   }
   if (action === 'create') return create(values, rest, out);
   if (action === 'list') return list(values, rest, out);
   if (action === 'revoke') return revoke(values, rest, out);
-  throw new CliError(`unknown action "${action}" (create, list or revoke)`, 2, KEYS_USAGE);
+  if (action === 'rotate-secrets') return rotate(values, rest, out);
+  throw new CliError(`unknown action "${action}" (create, list, revoke or rotate-secrets)`, 2, KEYS_USAGE);
 }
 
 type Values = ReturnType<typeof parse>['values'];
@@ -133,4 +139,14 @@ async function revoke(values: Values, extra: string[], out: NodeJS.WritableStrea
     if (!(await revokeKey(store, organization_id, keyId))) throw new CliError(`no key ${keyId} in organization ${organization_id}`, 2);
     out.write(`revoked ${keyId}\n`);
   });
+}
+
+/** Flags of the organization-key actions, which a rotation (of every organization) has no use for. */
+const KEY_FLAGS = ['org', 'name', 'permissions', 'admin', 'host', 'expires'] as const;
+
+async function rotate(values: Values, extra: string[], out: NodeJS.WritableStream): Promise<void> {
+  if (extra.length > 0) throw new CliError(`unexpected argument "${extra[0]}"`, 2);
+  const unused = KEY_FLAGS.find((flag) => values[flag] !== undefined);
+  if (unused) throw new CliError(`--${unused} is not used by rotate-secrets (it seals the secrets of every organization)`, 2);
+  await rotateSecretsCommand(values, out);
 }

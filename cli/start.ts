@@ -3,6 +3,9 @@ import cluster from 'node:cluster';
 import { Fleetplane } from '../index.js';
 import { loadConfig } from '../src/config/load.js';
 import { ListenError } from '../src/runtime/listeners.js';
+import { SecretKeyError } from '../src/secrets/errors.js';
+import { secretsKeyFile } from '../src/secrets/key-file.js';
+import { SecretKeyring } from '../src/secrets/keyring.js';
 import { CliError } from './usage.js';
 import { autoInitialize } from './init.js';
 
@@ -49,11 +52,16 @@ export async function start(argv: string[]): Promise<void> {
   };
   // Workers take the primary's resolved config; only the primary reads files, env and flags.
   const loaded = cluster.isWorker ? undefined : loadConfig({ flags });
-  if (loaded) await autoInitialize(loaded.config);
   try {
+    if (loaded) {
+      // A bad secrets key is refused before an empty store is initialized: bad input changes nothing.
+      SecretKeyring.fromEnvironment(secretsKeyFile(loaded.config));
+      await autoInitialize(loaded.config);
+    }
     await Fleetplane.init(loaded, { flags });
   } catch (error) {
     if (error instanceof ListenError) throw new CliError(error.message, 1);
+    if (error instanceof SecretKeyError) throw new CliError(error.message, error.source === 'env' ? 2 : 1);
     throw error;
   }
 }

@@ -15,7 +15,7 @@ export const MAIN_USAGE = `Usage: fleetplane <command> [options]
 Commands:
   start      boot the server (primary + workers)
   init       create the first organization and an admin key
-  keys       create, list or revoke keys
+  keys       create, list or revoke keys; rotate the key that seals stored secrets
   ctl        send a control envelope to a running server
   apply      create or update apis, workflows, webhooks, servers_config, organizations from a file
   openapi    write openapi/openapi.json

@@ -22,6 +22,10 @@ import type { ServerStatus, WorkerStatus } from './runtime/status.js';
 import type { Store } from './db/types.js';
 import type { Authorizer } from './auth/authorize.js';
 import { openDataServices } from './auth/services.js';
+import { secretsKeyFile } from './secrets/key-file.js';
+import { SecretKeyring } from './secrets/keyring.js';
+import { SealedStore } from './secrets/sealed-store.js';
+import { sealPlaintextAtStart } from './secrets/startup.js';
 import { openAutomation, type Automation } from './workflows/automation.js';
 import type { MeshApi } from './mesh/mesh.js';
 import { attachPrimaryMesh, workerMesh } from './mesh/primary-mesh.js';
@@ -62,6 +66,8 @@ export class Server extends SafeEmitter {
   }
   /** SPEC 7: this process's store (embedded SQLite or MongoDB). */
   db!: Store;
+  /** The keys that seal provider and webhook secrets in `db` (never in the config, never logged). */
+  secrets!: SecretKeyring;
   /** SPEC 8: request authorization over `db`. */
   authorize!: Authorizer;
   /** SPEC 3: cordon, drain, shed, restart, reboot, shutdown. */
@@ -223,8 +229,12 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
   const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: 0 }, destination: options.logDestination });
   for (const warning of [...loaded.warnings, ...(decision.warning ? [decision.warning] : [])]) log.warn(warning);
 
+  // Before anything is bound: a bad FLEETPLANE_SECRETS_KEY or key file stops the start with its reason.
+  const secrets = SecretKeyring.fromEnvironment(secretsKeyFile(resolved), env);
   const server = new Server(serverId, 0, decision.count, resolved, log);
-  Object.assign(server, await openDataServices(resolved, log.child({ component: 'authorize' })));
+  const data = await openDataServices(resolved, log.child({ component: 'authorize' }));
+  await sealPlaintextAtStart(data.db, secrets, log.child({ component: 'secrets' }));
+  Object.assign(server, data, { db: new SealedStore(data.db, secrets), secrets });
   Object.assign(server, openAutomation(server));
   const channels = new PrimaryChannels();
   server.storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
@@ -278,7 +288,10 @@ async function initWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise
   const serverId = env[INTERNAL_ENV.serverId]!;
   const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
   const server = new Server(serverId, workerId, Number(env[INTERNAL_ENV.total]), resolved, log);
-  Object.assign(server, await openDataServices(resolved, log.child({ component: 'authorize' })));
+  // The same environment and key file as the primary's: the key itself never travels in the config.
+  const secrets = SecretKeyring.fromEnvironment(secretsKeyFile(resolved), env);
+  const data = await openDataServices(resolved, log.child({ component: 'authorize' }));
+  Object.assign(server, data, { db: new SealedStore(data.db, secrets), secrets });
   Object.assign(server, openAutomation(server));
   const runtime = new WorkerRuntime(resolved, workerId, log, server);
   server.storage = new StorageReplica(runtime, log.child({ component: 'storage' }));

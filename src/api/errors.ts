@@ -27,6 +27,7 @@ export type ApiErrorCode =
   | 'upstream_invalid_reply'
   | 'upstream_too_large'
   | 'upstream_timeout'
+  | 'secret_unreadable'
   | 'unavailable';
 
 export const invalidEnvelope = (message: string) => new ApiError('invalid_envelope', message, 400);

@@ -2,6 +2,9 @@ import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Pool } from 'undici';
 import type { Store } from '../db/types.js';
+import { SecretKeyError, SecretUnreadableError } from '../secrets/errors.js';
+import { revealSecrets } from '../secrets/fields.js';
+import type { SecretOpener } from '../secrets/keyring.js';
 import { DefinitionCache } from './definition-cache.js';
 import { dispatch, type ApiReply } from './dispatch.js';
 import { ApiError, invalidEnvelope } from './errors.js';
@@ -51,8 +54,9 @@ export class ApiService {
   constructor(
     store: Store | undefined,
     private readonly log?: ApiLog,
+    private readonly secrets?: SecretOpener,
   ) {
-    this.providers = store && new DefinitionCache(store, 'apis', compileProvider);
+    this.providers = store && new DefinitionCache(store, 'apis', (document) => compileProvider(this.withOpenSecrets(document)));
   }
 
   /** The same path as `POST /api`, without HTTP: the caller names the organization and is trusted. */
@@ -101,6 +105,20 @@ export class ApiService {
     const provider = await this.providers.get(organizationId, name);
     if (!provider) throw new ApiError('unknown_api', `no api "${name}" in this organization`, 404);
     return provider;
+  }
+
+  /**
+   * The stored provider with its header secrets opened, once per compile (the cache keeps the result, or this
+   * error, until the provider changes): a secret that does not open is logged here and refused on every call.
+   */
+  private withOpenSecrets(document: Record<string, unknown>): Record<string, unknown> {
+    try {
+      return revealSecrets('apis', document, this.secrets);
+    } catch (error) {
+      if (!(error instanceof SecretUnreadableError) && !(error instanceof SecretKeyError)) throw error;
+      this.log?.warn({ api: document.name, organization: document.organization_id, reason: error.message }, 'a provider secret cannot be opened');
+      throw new ApiError('secret_unreadable', `api "${String(document.name)}" cannot be used: a header secret cannot be decrypted on this server`, 503);
+    }
   }
 
   private pool(organizationId: string, name: string, origin: string): Pool {

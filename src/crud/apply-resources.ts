@@ -1,6 +1,9 @@
 import { createOrganization } from '../auth/organizations.js';
 import { normalizeHosts } from '../auth/host.js';
 import type { Document, Store, Update } from '../db/types.js';
+import { SecretUnreadableError } from '../secrets/errors.js';
+import { transformDocument } from '../secrets/fields.js';
+import type { SecretOpener } from '../secrets/keyring.js';
 import { ResourceFileError, RESOURCE_KINDS, type OrganizationResource, type ResourceFile, type ResourceKind } from './resources.js';
 
 export type Outcome = 'created' | 'changed' | 'unchanged';
@@ -38,6 +41,22 @@ function canonical(value: unknown): string {
 function changedFields(wanted: Record<string, unknown>, stored: Record<string, unknown>): string[] {
   const keys = new Set([...Object.keys(wanted), ...Object.keys(stored).filter((key) => !MANAGED.has(key))]);
   return [...keys].filter((key) => canonical(wanted[key]) !== canonical(stored[key])).sort();
+}
+
+/** Never equal to a wanted value: a stored secret that does not open is always rewritten from the file. */
+const UNREADABLE = '\u0000unreadable secret';
+
+/** A stored resource as a file would describe it: sealed secrets opened, for comparison only. */
+function comparable(kind: ResourceKind, stored: Record<string, unknown>, secrets: SecretOpener | undefined): Record<string, unknown> {
+  const organizationId = String(stored.organization_id ?? '');
+  return transformDocument(kind, stored, (value, path) => {
+    try {
+      return secrets ? secrets.open(value, { organizationId, collection: kind, path }) : value;
+    } catch (error) {
+      if (error instanceof SecretUnreadableError) return UNREADABLE;
+      throw error;
+    }
+  }, false);
 }
 
 function replacement(wanted: Record<string, unknown>, stored: Record<string, unknown>, now: string) {
@@ -96,8 +115,9 @@ async function referenceNotes(store: Store, organizationId: string, file: Resour
 /**
  * Reads what is stored and decides, per resource, whether it is created, changed or unchanged; nothing is
  * written until `write()`. A resource replaces the stored one of its name (fields it leaves out are removed).
+ * Stored secrets are compared opened (`secrets`); `store` seals the ones written (a `SealedStore`).
  */
-export async function planApply(store: Store, organizationId: string, file: ResourceFile, now = new Date().toISOString()): Promise<ApplyPlan> {
+export async function planApply(store: Store, organizationId: string, file: ResourceFile, now = new Date().toISOString(), secrets?: SecretOpener): Promise<ApplyPlan> {
   const writes: Array<() => Promise<unknown>> = [];
   const resources: AppliedResource[] = [];
   for (const kind of RESOURCE_KINDS) {
@@ -113,7 +133,7 @@ export async function planApply(store: Store, organizationId: string, file: Reso
         resources.push({ kind, name: resource.name, outcome: 'created' });
         continue;
       }
-      const fields = changedFields(resource, existing);
+      const fields = changedFields(resource, comparable(kind, existing, secrets));
       if (fields.length === 0) {
         resources.push({ kind, name: resource.name, outcome: 'unchanged' });
         continue;

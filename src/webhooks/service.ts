@@ -1,6 +1,9 @@
 import { DefinitionCache } from '../api/definition-cache.js';
 import { parseUntrustedJson } from '../api/untrusted-json.js';
 import type { Store } from '../db/types.js';
+import { SecretKeyError, SecretUnreadableError } from '../secrets/errors.js';
+import { revealSecrets } from '../secrets/fields.js';
+import type { SecretOpener } from '../secrets/keyring.js';
 import { webhookViolation, type WebhookDefinition } from './definition.js';
 import { WebhookError } from './errors.js';
 import { verifyDelivery } from './verify.js';
@@ -22,6 +25,8 @@ export interface WebhookServiceDeps {
   store: Store | undefined;
   workflow: { run(name: string, input: unknown, context: { organization_id: string }): Promise<unknown> };
   log?: { error(details: Record<string, unknown>, message: string): void };
+  /** Opens the stored verification secret (without it, only one stored in plain text works). */
+  secrets?: SecretOpener;
 }
 
 const ANY_EVENT = '*';
@@ -47,7 +52,7 @@ export class WebhookService {
     this.definitions =
       deps.store &&
       new DefinitionCache(deps.store, 'webhooks', (document) => {
-        const { _id, organization_id, createdAt, updatedAt, ...definition } = document;
+        const { _id, organization_id, createdAt, updatedAt, ...definition } = this.withOpenSecret(document);
         const violation = webhookViolation(definition);
         if (violation) throw new WebhookError('webhook_unavailable', `webhook "${String(document.name)}" is not valid: ${violation}`, 503);
         return definition as WebhookDefinition;
@@ -74,6 +79,16 @@ export class WebhookService {
 
   close(): void {
     this.definitions?.close();
+  }
+
+  /** The stored webhook with its secret opened; one that does not open makes the webhook unusable (503, logged). */
+  private withOpenSecret(document: Record<string, unknown>): Record<string, unknown> {
+    try {
+      return revealSecrets('webhooks', document, this.deps.secrets);
+    } catch (error) {
+      if (!(error instanceof SecretUnreadableError) && !(error instanceof SecretKeyError)) throw error;
+      throw new WebhookError('webhook_unavailable', `webhook "${String(document.name)}" is not usable: ${error.message}`, 503);
+    }
   }
 
   private async definition(delivery: WebhookDelivery): Promise<WebhookDefinition> {

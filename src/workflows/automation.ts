@@ -2,6 +2,7 @@ import { ApiService } from '../api/service.js';
 import type { Store } from '../db/types.js';
 import type { RequestResult } from '../ipc/handlers.js';
 import type { Logger } from '../logging/logger.js';
+import type { SecretOpener } from '../secrets/keyring.js';
 import { WebhookService } from '../webhooks/service.js';
 import { WorkflowService } from './service.js';
 
@@ -16,6 +17,8 @@ export interface Automation {
 export interface AutomationHost {
   db: Store | undefined;
   log: Logger;
+  /** Opens provider and webhook secrets sealed at rest. */
+  secrets?: SecretOpener;
   request(envelope: unknown, options?: { timeoutMs?: number }): Promise<RequestResult>;
   on?(event: 'organization.inactive', listener: (payload: { organization_id: string }) => void): unknown;
   /** Where the platform organization is known (SPEC 8.4). */
@@ -23,14 +26,14 @@ export interface AutomationHost {
 }
 
 export function openAutomation(host: AutomationHost): Automation {
-  const api = new ApiService(host.db, host.log.child({ component: 'api' }));
+  const api = new ApiService(host.db, host.log.child({ component: 'api' }), host.secrets);
   const workflow = new WorkflowService({
     store: host.db,
     api,
     request: (envelope, options) => host.request(envelope, options),
     isPlatform: async (organizationId) => (await host.authorize?.directory.platformOrganization()) === organizationId,
   });
-  const webhooks = new WebhookService({ store: host.db, workflow, log: host.log.child({ component: 'webhooks' }) });
+  const webhooks = new WebhookService({ store: host.db, workflow, log: host.log.child({ component: 'webhooks' }), secrets: host.secrets });
   host.on?.('organization.inactive', ({ organization_id }) => api.organizationInactive(organization_id));
   return { api, workflow, webhooks };
 }

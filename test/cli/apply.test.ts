@@ -4,6 +4,7 @@ import path from 'node:path';
 import { apply as applyCommand } from '../../cli/apply.js';
 import { init } from '../../cli/init.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
+import { SecretKeyring } from '../../src/secrets/keyring.js';
 import { output, runCli, tempDir } from './fixtures/cli.js';
 
 // A CLI process compiles the sources on start, which takes seconds on a busy machine.
@@ -57,8 +58,11 @@ t.test('the SPEC 11.3 example applies: everything created in the first organizat
   const printed = await apply('-f', resourceFile(SPEC_EXAMPLE));
   t.equal(printed, [`organization ${admin.organization_id}`, '  created   apis/items', '  created   workflows/make-item', '  created   webhooks/github', '3 resources: 3 created, 0 changed, 0 unchanged', ''].join('\n'));
   t.notMatch(printed, /change-me/);
-  const stored = await scope.collection('webhooks').findOne({ name: 'github' });
-  t.equal((stored?.verify as { secret: string }).secret, 'change-me', 'the secret is stored for verification');
+  const stored = (await scope.collection('webhooks').findOne({ name: 'github' }))!;
+  const secret = (stored.verify as { secret: string }).secret;
+  t.match(secret, /^fpsec:v1:/, 'the secret is stored sealed');
+  const keyring = SecretKeyring.fromEnvironment(path.join(dataDir, 'secrets.key'), {});
+  t.equal(keyring.open(secret, { organizationId: admin.organization_id, collection: 'webhooks', path: ['verify', 'secret'] }), 'change-me', 'and opens for verification');
   t.equal((await scope.collection('workflows').findOne({ name: 'make-item' }))?.organization_id, admin.organization_id);
 });
 

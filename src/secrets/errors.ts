@@ -1,0 +1,40 @@
+import { StoreError } from '../db/errors.js';
+
+/**
+ * The key that seals secrets at rest cannot be had: a malformed `FLEETPLANE_SECRETS_KEY`, a key file that is
+ * unreadable, malformed or open to other users. Messages name the variable or the file, never key material.
+ */
+export class SecretKeyError extends Error {
+  override readonly name = 'SecretKeyError';
+  constructor(
+    message: string,
+    /** Where the bad key came from: an environment variable (operator input) or the key file. */
+    readonly source: 'env' | 'file',
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A stored secret that cannot be opened here; the message names its field and why, never a value. */
+export class SecretUnreadableError extends Error {
+  override readonly name = 'SecretUnreadableError';
+  constructor(
+    message: string,
+    readonly reason: 'unknown_key' | 'rejected' | 'malformed' | 'no_keyring',
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A write that would put a secret in the store some other way than as one sealed value: a `$push`, `$inc`... on
+ * a secret field, a non-string secret, or a sealed value that does not belong where it is written. A store
+ * error with its own code, so CRUD answers 400 with the message.
+ */
+export class SecretWriteError extends StoreError {
+  override readonly name = 'SecretWriteError';
+  constructor(message: string, code: 'secret_field' | 'invalid_secret' = 'secret_field') {
+    super(message, code);
+  }
+}
