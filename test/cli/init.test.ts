@@ -69,9 +69,10 @@ t.test('init honours --config and refuses bad input with exit 2, writing nothing
   t.match(help.text(), /Usage: fleetplane init/);
 });
 
-t.test('on an empty store, start initializes "default", writes admin.key with mode 0600 and prints the key once', async (t) => {
+t.test('on an empty store, start initializes "default", writes admin.key with mode 0600 and prints the key once to a terminal', async (t) => {
   const dataDir = tempDir();
   const printed = output();
+  Object.assign(printed.stream, { isTTY: true });
   await autoInitialize(configFor(dataDir), printed.stream);
   const file = path.join(dataDir, 'admin.key');
   const key = readFileSync(file, 'utf8').trim();
