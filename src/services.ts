@@ -37,6 +37,7 @@ export function attachPrimaryServices(server: Server, primary: PrimaryRuntime, c
     },
     inactive: (organization_id) => {
       server.log.info({ organization: organization_id }, 'organization inactive');
+      server.authorize?.directory.forgetOrganization(organization_id);
       server.emitSafe('organization.inactive', { organization_id });
       channels.broadcast(ORG_CHANNEL, { kind: 'inactive', organization_id });
     },
@@ -126,6 +127,7 @@ export function attachWorkerServices(server: Server, runtime: WorkerRuntime): vo
     if (payload.kind === 'inactive') {
       // Report again on the next request: the primary forgot the organization with its grace period.
       seen.delete(payload.organization_id);
+      server.authorize?.directory.forgetOrganization(payload.organization_id);
       server.emitSafe('organization.inactive', { organization_id: payload.organization_id });
     } else {
       server.emitSafe('organization.active', { organization_id: payload.organization_id });

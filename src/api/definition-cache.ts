@@ -36,6 +36,12 @@ export class DefinitionCache<T> {
     return null;
   }
 
+  /** SPEC 5.5: an inactive organization's definitions are released; they are read again when it returns. */
+  forget(organizationId: string): number {
+    const prefix = `${organizationId}\u0000`;
+    return this.cache.deleteWhere((key) => key.startsWith(prefix));
+  }
+
   close(): void {
     this.cache.close();
   }

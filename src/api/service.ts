@@ -83,8 +83,9 @@ export class ApiService {
     });
   }
 
-  /** SPEC 5.5: an inactive organization keeps no sockets open. */
+  /** SPEC 5.5: an inactive organization keeps no sockets open and no compiled providers. */
   organizationInactive(organizationId: string): void {
+    this.providers?.forget(organizationId);
     for (const [key, { pool }] of this.pools) {
       if (key.startsWith(`${organizationId}\u0000`)) {
         this.pools.delete(key);

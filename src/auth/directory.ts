@@ -76,6 +76,12 @@ export class TenantDirectory {
     return this.keys.peek(keyId);
   }
 
+  /** SPEC 5.5: an inactive organization's hosts and keys are released from this process's cache. */
+  forgetOrganization(organizationId: string): void {
+    this.organizations.deleteWhere((_host, value) => (value as OrganizationDocument | null)?._id === organizationId);
+    this.keys.deleteWhere((_id, value) => (value as KnownKey | null)?.record.organization_id === organizationId);
+  }
+
   close(): void {
     this.organizations.close();
     this.keys.close();

@@ -75,6 +75,18 @@ export class StoreCache {
     this.entries.clear();
   }
 
+  /** Drops the entries `matches` picks (an inactive organization's, say); returns how many. */
+  deleteWhere(matches: (key: string, value: unknown) => boolean): number {
+    let deleted = 0;
+    for (const [key, value] of this.entries) {
+      if (matches(key, value)) {
+        this.entries.delete(key);
+        deleted += 1;
+      }
+    }
+    return deleted;
+  }
+
   close(): void {
     this.unsubscribe();
   }

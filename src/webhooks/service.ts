@@ -77,6 +77,11 @@ export class WebhookService {
     return { accepted: true, event, workflow, run: () => this.deps.workflow.run(workflow, body, context) };
   }
 
+  /** SPEC 5.5: an inactive organization's compiled webhook definitions are released. */
+  organizationInactive(organizationId: string): void {
+    this.definitions?.forget(organizationId);
+  }
+
   close(): void {
     this.definitions?.close();
   }

@@ -34,6 +34,11 @@ export function openAutomation(host: AutomationHost): Automation {
     isPlatform: async (organizationId) => (await host.authorize?.directory.platformOrganization()) === organizationId,
   });
   const webhooks = new WebhookService({ store: host.db, workflow, log: host.log.child({ component: 'webhooks' }), secrets: host.secrets });
-  host.on?.('organization.inactive', ({ organization_id }) => api.organizationInactive(organization_id));
+  // SPEC 5.5: everything held for an inactive organization is released: pools, compiled definitions.
+  host.on?.('organization.inactive', ({ organization_id }) => {
+    api.organizationInactive(organization_id);
+    workflow.organizationInactive(organization_id);
+    webhooks.organizationInactive(organization_id);
+  });
   return { api, workflow, webhooks };
 }

@@ -39,6 +39,11 @@ export class WorkflowService {
     this.registered.set(name, { ...compiled, trusted: true });
   }
 
+  /** SPEC 5.5: an inactive organization's compiled workflows are released. */
+  organizationInactive(organizationId: string): void {
+    this.stored?.forget(organizationId);
+  }
+
   /** The workflow an organization reaches by this name, or null. */
   async resolve(organizationId: string, name: string): Promise<CompiledWorkflow | null> {
     return (await this.stored?.get(organizationId, name)) ?? this.registered.get(name) ?? null;

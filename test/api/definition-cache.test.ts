@@ -53,3 +53,19 @@ t.test('a write through the same store is seen at once; a broken definition is c
   await scope.collection('clusters').updateOne({ name: 'main' }, { $set: { size: 3 } });
   t.same(await cache.get('org-1', 'main'), { size: 3 });
 });
+
+t.test("forget releases one organization's compiled definitions and no other's; they are read again on the next use", async (t) => {
+  const store = await testStore();
+  t.teardown(() => store.close());
+  await store.forOrganization('org-1').collection('clusters').insertOne({ name: 'main', size: 1 });
+  await store.forOrganization('org-2').collection('clusters').insertOne({ name: 'main', size: 2 });
+  const { compiled, compile } = sizes();
+  const cache = new DefinitionCache(store, 'clusters', compile, { revalidateMs: 3_600_000 });
+  t.teardown(() => cache.close());
+  await cache.get('org-1', 'main');
+  await cache.get('org-2', 'main');
+  t.equal(cache.forget('org-1'), 1, 'one entry released');
+  await cache.get('org-1', 'main');
+  await cache.get('org-2', 'main');
+  t.same(compiled, ['main', 'main', 'main'], 'org-1 compiled again, org-2 still cached');
+});

@@ -104,3 +104,22 @@ t.test('a key already used is still checked: another secret under its id is refu
   await revokeKey(store, org._id, key_id);
   await t.rejects(authorizer.request(request('acme.example', key), { method: 'status' }), { code: 'key_revoked' });
 });
+
+t.test("forgetOrganization releases that organization's hosts and keys from the cache, and no other's", async (t) => {
+  const store = await testStore();
+  t.teardown(() => store.close());
+  const acme = await organization(store, { name: 'acme', hosts: ['acme.example'] });
+  const beta = await organization(store, { name: 'beta', hosts: ['beta.example'] });
+  const acmeKey = await createKey(store, { organizationId: acme._id, name: 'ops', admin: true });
+  const betaKey = await createKey(store, { organizationId: beta._id, name: 'ops', admin: true });
+  const authorizer = new Authorizer(store, { revalidateMs: 3_600_000 });
+  t.teardown(() => authorizer.close());
+  await authorizer.request(request('acme.example', acmeKey.key), { method: 'status' });
+  await authorizer.request(request('beta.example', betaKey.key), { method: 'status' });
+  authorizer.directory.forgetOrganization(acme._id);
+  t.equal(authorizer.directory.cachedOrganization('acme.example'), undefined, "acme's host is no longer cached");
+  t.equal(authorizer.directory.cachedKey(acmeKey.key_id), undefined, "nor its key");
+  t.equal(authorizer.directory.cachedOrganization('beta.example')?._id, beta._id, "beta's host still is");
+  t.equal(authorizer.directory.cachedKey(betaKey.key_id)?.record._id, betaKey.key_id, 'and its key');
+  t.match(await authorizer.request(request('acme.example', acmeKey.key), { method: 'status' }), { organization_id: acme._id }, 'acme is served again, read anew');
+});
