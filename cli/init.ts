@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AlreadyInitializedError, initializeStore, isInitialized } from '../src/auth/bootstrap.js';
@@ -46,9 +46,20 @@ export function describeStore(config: StoreConfig): string {
   return config.mongodb.url ? `MongoDB database "${config.mongodb.database}"` : embeddedStorePath(config);
 }
 
-/** Loads the config like `start` does, opens the store, runs `work`, and always closes the store. */
-export async function withStore<T>(values: { config?: string; 'data-dir'?: string }, work: (store: Store, config: ResolvedConfig) => Promise<T>): Promise<T> {
+/**
+ * Loads the config like `start` does, opens the store, runs `work`, and always closes the store. Only `init`
+ * (`create`) may bring an embedded store into being: every other command works on one that exists, so a
+ * mistyped `--data-dir` is an error instead of a new empty store.
+ */
+export async function withStore<T>(
+  values: { config?: string; 'data-dir'?: string },
+  work: (store: Store, config: ResolvedConfig) => Promise<T>,
+  options: { create?: boolean } = {},
+): Promise<T> {
   const { config } = loadConfig({ flags: { config: values.config, dataDir: values['data-dir'] } });
+  if (!options.create && !config.mongodb.url && !existsSync(embeddedStorePath(config))) {
+    throw new CliError(`no store at ${embeddedStorePath(config)}: give the --data-dir (or --config) of an initialized server, or run "fleetplane init"`, 1);
+  }
   let store: Store;
   try {
     store = await openStore(config);
@@ -92,7 +103,7 @@ export async function init(argv: string[], out: NodeJS.WritableStream = process.
       `Created organization "${name}" (${created.organization_id}) for ${hosts.join(', ')}.\n` +
         `Admin key ${created.key_id} (shown once, store it now):\n${created.key}\n`,
     );
-  });
+  }, { create: true });
 }
 
 /**

@@ -6,6 +6,7 @@ import { ListenError } from '../src/runtime/listeners.js';
 import { SecretKeyError } from '../src/secrets/errors.js';
 import { secretsKeyFile } from '../src/secrets/key-file.js';
 import { SecretKeyring } from '../src/secrets/keyring.js';
+import { ServerRunningError } from '../src/control/socket.js';
 import { CliError } from './usage.js';
 import { autoInitialize } from './init.js';
 
@@ -53,14 +54,14 @@ export async function start(argv: string[]): Promise<void> {
   // Workers take the primary's resolved config; only the primary reads files, env and flags.
   const loaded = cluster.isWorker ? undefined : loadConfig({ flags });
   try {
-    if (loaded) {
-      // A bad secrets key is refused before an empty store is initialized: bad input changes nothing.
-      SecretKeyring.fromEnvironment(secretsKeyFile(loaded.config));
-      await autoInitialize(loaded.config);
-    }
+    // A bad secrets key is refused before anything is created: bad input changes nothing.
+    if (loaded) SecretKeyring.fromEnvironment(secretsKeyFile(loaded.config));
     await Fleetplane.init(loaded, { flags });
+    // Only once the server runs (ports bound, no other server on this data directory): a start that fails
+    // creates no organization and no key that nobody would ever see.
+    if (loaded) await autoInitialize(loaded.config);
   } catch (error) {
-    if (error instanceof ListenError) throw new CliError(error.message, 1);
+    if (error instanceof ListenError || error instanceof ServerRunningError) throw new CliError(error.message, 1);
     if (error instanceof SecretKeyError) throw new CliError(error.message, error.source === 'env' ? 2 : 1);
     throw error;
   }

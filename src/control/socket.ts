@@ -17,6 +17,11 @@ export type ControlResponse = { ok: true; result: RequestResult } | { ok: false;
 
 export const controlSocketPath = (dataDir: string) => path.join(dataDir, CONTROL_SOCKET);
 
+/** Start refused: the data directory belongs to a server that is running. */
+export class ServerRunningError extends Error {
+  override readonly name = 'ServerRunningError';
+}
+
 /** True when something answers on the socket (a running server), false when it is stale or absent. */
 function socketAnswers(file: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -36,7 +41,7 @@ function socketAnswers(file: string): Promise<boolean> {
  */
 export async function listenControlSocket(dataDir: string, log: Logger, request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>): Promise<net.Server> {
   const file = controlSocketPath(dataDir);
-  if (await socketAnswers(file)) throw new Error(`another server is running with this data directory (${file} answers)`);
+  if (await socketAnswers(file)) throw new ServerRunningError(`another server is running with this data directory (${file} answers)`);
   try {
     unlinkSync(file);
   } catch {

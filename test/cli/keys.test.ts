@@ -1,5 +1,8 @@
 import t from 'tap';
 import path from 'node:path';
+import { existsSync } from 'node:fs';
+import { loadConfig } from '../../src/config/load.js';
+import { openStore } from '../../src/db/open.js';
 import { keys as keysCommand } from '../../cli/keys.js';
 import { Authorizer } from '../../src/auth/authorize.js';
 import { hashSecret } from '../../src/auth/keys.js';
@@ -92,6 +95,10 @@ t.test('fleetplane keys revoke in another process stops the key in a running wor
   await t.rejects(keys('revoke'), { exitCode: 2, message: /exactly one KEY_ID/ });
 });
 
-t.test('keys on a store that was never initialized says to run init', async (t) => {
-  await t.rejects(keysCommand(['create', '--name', 'x', '--data-dir', tempDir()], output().stream), { exitCode: 1, message: /run "fleetplane init" first/ });
+t.test('keys on a data directory without a store, or on a store that was never initialized, says to run init', async (t) => {
+  const empty = tempDir();
+  await t.rejects(keysCommand(['create', '--name', 'x', '--data-dir', empty], output().stream), { exitCode: 1, message: /^no store at .*: .*run "fleetplane init"/ });
+  t.notOk(existsSync(path.join(empty, 'fleetplane.db')), 'no store was created');
+  await (await openStore(loadConfig({ env: {}, object: { dataDir: empty } }).config)).close();
+  await t.rejects(keysCommand(['create', '--name', 'x', '--data-dir', empty], output().stream), { exitCode: 1, message: /run "fleetplane init" first/ });
 });

@@ -4,7 +4,7 @@ import { existsSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { resolveWorkerCount } from '../../src/config/sizing.js';
-import { CLI, cleanEnv, isAlive, request, tempDir } from '../helpers/server-process.js';
+import { CLI, ServerProcess, cleanEnv, isAlive, request, tempDir } from '../helpers/server-process.js';
 
 const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 20_000, env: { ...cleanEnv(), ...env }, cwd: tempDir() });
@@ -71,10 +71,34 @@ t.test('a port in use: one clear line and exit 1', async (t) => {
   await new Promise<void>((resolve) => blocker.listen(0, '0.0.0.0', resolve));
   t.teardown(() => blocker.close());
   const { port } = blocker.address() as net.AddressInfo;
-  const result = run(['start', '--port', String(port), '--workers', '1', '--data-dir', tempDir()]);
+  const dataDir = tempDir();
+  const result = run(['start', '--port', String(port), '--workers', '1', '--data-dir', dataDir]);
   t.equal(result.status, 1);
   t.match(result.stderr, new RegExp(`fleetplane: http\\.port ${port} on 0\\.0\\.0\\.0 is already in use`));
   t.equal(result.stderr.trim().split('\n').length, 1, 'one line');
+  t.notOk(existsSync(path.join(dataDir, 'admin.key')), 'no admin key was created for a start that failed');
+  t.notMatch(result.stdout, /admin key/, 'and none was announced');
+});
+
+t.test('a second server on the data directory of a running one: one line and exit 1', async (t) => {
+  const dataDir = tempDir();
+  const first = await ServerProcess.start({ workers: 1, dataDir });
+  t.teardown(() => first.stop());
+  const result = run(['start', '--port', String(await freePort()), '--workers', '1', '--data-dir', dataDir]);
+  t.equal(result.status, 1);
+  t.match(result.stderr, /^fleetplane: another server is running with this data directory/);
+  t.equal(result.stderr.trim().split('\n').length, 1, 'one line, no stack');
+});
+
+t.test('commands that work on a store never create one: keys list on a mistyped data directory is one line and exit 1', async (t) => {
+  const missing = path.join(tempDir(), 'data-b');
+  for (const args of [['keys', 'list'], ['keys', 'create', '--name', 'x'], ['keys', 'revoke', 'fpk_AAAAAAAAAAAAAAAA']]) {
+    const result = run([...args, '--data-dir', missing]);
+    t.equal(result.status, 1, args.join(' '));
+    t.match(result.stderr, /^fleetplane: no store at .*data-b\/fleetplane\.db/);
+    t.equal(result.stderr.trim().split('\n').length, 1);
+  }
+  t.notOk(existsSync(missing), 'nothing was created');
 });
 
 t.test('start serves, SIGTERM exits 0 with no process left; an invalid WEB_CONCURRENCY warns and falls back to auto', async (t) => {

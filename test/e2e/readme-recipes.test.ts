@@ -1,0 +1,82 @@
+import t from 'tap';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { CLI, cleanEnv, request, tempDir } from '../helpers/server-process.js';
+
+t.setTimeout(180_000);
+
+const README = readFileSync(path.resolve(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
+
+/** The first bash block after `heading` in README.md, as written. */
+function recipe(heading: string): string {
+  const start = README.indexOf(heading);
+  const open = README.indexOf('```bash\n', start);
+  const close = README.indexOf('\n```', open + 8);
+  if (start < 0 || open < 0 || close < 0) throw new Error(`README has no bash block after "${heading}"`);
+  return README.slice(open + 8, close);
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A working directory where `npx fleetplane` is this build, as it is for a user who installed the package. */
+function workingDirectory(): string {
+  const cwd = tempDir();
+  const bin = path.join(cwd, 'node_modules', '.bin', 'fleetplane');
+  mkdirSync(path.dirname(bin), { recursive: true });
+  writeFileSync(bin, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} "$@"\n`, { mode: 0o755 });
+  return cwd;
+}
+
+t.test('README "Three servers on one host", run as written (data directories not created beforehand): one admin key is saved, every server serves and they mesh', async (t) => {
+  const script = recipe('### Three servers on one host');
+  // Only the ports change: fixed ones could be taken on a shared machine.
+  const ports = new Map<string, number>();
+  for (const fixed of ['8080', '8081', '8082', '8090', '8091', '8092']) ports.set(fixed, await freePort());
+  const run = script.replace(/=(80[89]\d)\b/g, (_match, port: string) => `=${ports.get(port)}`);
+  t.not(run, script, 'the ports were found in the recipe');
+  const cwd = workingDirectory();
+  const shell = spawn('bash', ['-c', `${run}\nwait`], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...cleanEnv(), WEB_CONCURRENCY: '1' } });
+  let output = '';
+  shell.stdout!.on('data', (chunk) => (output += chunk));
+  shell.stderr!.on('data', (chunk) => (output += chunk));
+  t.teardown(() => {
+    try {
+      process.kill(-shell.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  });
+  let exited = false;
+  shell.once('exit', () => (exited = true));
+
+  for (const port of [ports.get('8080')!, ports.get('8081')!, ports.get('8082')!]) {
+    let ready = false;
+    while (!ready && !exited) {
+      ready = await request(port, '/readyz').then((reply) => reply.status === 200, () => false);
+      if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    t.ok(ready, `the server on ${port} is ready ${exited ? output : ''}`);
+  }
+  const keyFiles = ['data-a', 'data-b', 'data-c'].map((dir) => path.join(cwd, dir, 'admin.key')).filter((file) => existsSync(file));
+  t.equal(keyFiles.length, 1, 'exactly one server created the organization and saved its admin key');
+  t.match(output, /saved to .*admin\.key \(mode 0600\); read it from there\./, 'where the key is, printed (stdout is not a terminal)');
+  t.notMatch(output, /Error|ENOENT|\n\s+at /, 'no error and no stack trace');
+
+  // "Check the links": the workers of all three servers answer through node A's control socket.
+  let servers = new Set<string>();
+  for (let attempt = 0; servers.size < 3 && !exited; attempt++) {
+    const status = spawnSync('npx', ['fleetplane', 'ctl', 'status', '--broadcast', '--json', '--data-dir', './data-a'], { cwd, encoding: 'utf8', env: cleanEnv(), timeout: 30_000 });
+    if (status.status === 0) servers = new Set(JSON.parse(status.stdout).replies.map((reply: { server: string }) => reply.server));
+    if (servers.size < 3) await new Promise((resolve) => setTimeout(resolve, 250));
+    if (attempt > 200) break;
+  }
+  t.same([...servers].sort(), ['node-a', 'node-b', 'node-c'], 'ctl status --broadcast answers from all three servers');
+});
