@@ -6,6 +6,8 @@ t.teardown(() => store.close());
 const org = await organization(store, { name: 'acme', hosts: ['acme.example'] });
 const reader = await key(store, { organizationId: org._id, name: 'prometheus', permissions: { 'metrics.read': true } });
 const other = await key(store, { organizationId: org._id, name: 'deployer', permissions: { workflow: true } });
+const tenant = await organization(store, { name: 'tenant', hosts: ['tenant.example'] });
+const tenantAdmin = await key(store, { organizationId: tenant._id, name: 'admin', admin: true });
 
 const scrape = async (app: Awaited<ReturnType<typeof testApp>>['app'], bearer?: string) =>
   app.inject({ method: 'GET', url: '/metrics', headers: { host: 'acme.example', ...(bearer ? { authorization: `Bearer ${bearer}` } : {}) } });
@@ -21,6 +23,9 @@ t.test('/metrics needs a key with metrics.read', async (t) => {
   t.equal(allowed.statusCode, 200);
   t.match(allowed.body, /fleetplane_test/);
   t.equal((await scrape(app, 'garbage')).statusCode, 403, 'a malformed key');
+  const fromTenant = await app.inject({ method: 'GET', url: '/metrics', headers: { host: 'tenant.example', authorization: `Bearer ${tenantAdmin}` } });
+  t.equal(fromTenant.statusCode, 403, "a tenant's admin: the whole server's figures are the platform's");
+  t.equal(fromTenant.json().error.code, 'platform_only');
 });
 
 t.test('/metrics is open to everyone with metrics.public: true', async (t) => {
