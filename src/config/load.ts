@@ -109,12 +109,59 @@ function assertKnownKeys(value: Json, schema: TSchema, prefix: string, source?: 
   }
 }
 
-function firstSchemaError(value: unknown, source?: string): ConfigError | undefined {
+const range = (schema: TSchema) =>
+  schema.minimum !== undefined && schema.maximum !== undefined
+    ? ` from ${schema.minimum} to ${schema.maximum}`
+    : schema.minimum !== undefined
+      ? ` of at least ${schema.minimum}`
+      : schema.maximum !== undefined
+        ? ` of at most ${schema.maximum}`
+        : '';
+
+/** What a schema accepts, in words: `"auto" or an integer from 0 to 256`. */
+export function describeSchema(schema: TSchema): string {
+  if (schema.anyOf) return (schema.anyOf as TSchema[]).map(describeSchema).join(' or ');
+  if (schema.const !== undefined) return JSON.stringify(schema.const);
+  switch (schema.type) {
+    case 'integer':
+      return `an integer${range(schema)}`;
+    case 'number':
+      return `a number${range(schema)}`;
+    case 'boolean':
+      return 'true or false';
+    case 'string':
+      return schema.pattern ? `a string matching ${schema.pattern}` : schema.minLength ? 'a non-empty string' : 'a string';
+    case 'array':
+      return schema.items ? `a list of ${describeSchema(schema.items as TSchema).replace(/^an? /, '')}s` : 'a list';
+    case 'object':
+      return 'an object';
+    default:
+      return 'a valid value';
+  }
+}
+
+/** The schema of a dotted field path, when the path names one. */
+function schemaOfField(field: string): TSchema | undefined {
+  let schema: TSchema | undefined = ConfigSchema;
+  for (const part of field.split('.')) {
+    schema = (schema?.properties as Record<string, TSchema> | undefined)?.[part] ?? (schema?.type === 'object' && schema.patternProperties ? (Object.values(schema.patternProperties)[0] as TSchema) : undefined);
+    if (!schema) return undefined;
+  }
+  return schema;
+}
+
+/**
+ * The first invalid field, blamed on where its value came from (an environment variable, a flag or the file)
+ * and described by what it should be.
+ */
+function firstSchemaError(value: unknown, sources: ReadonlyMap<string, string>, file?: string): ConfigError | undefined {
   const error = Value.Errors(ConfigSchema, value).First();
   if (!error) return undefined;
   const field = error.path.replace(/^\//, '').replaceAll('/', '.');
   const shown = error.value === undefined ? 'missing' : JSON.stringify(error.value);
-  return new ConfigError(field, `${error.message} (got ${shown})`, source);
+  const schema = schemaOfField(field);
+  const source = [...sources].find(([leaf]) => field === leaf || field.startsWith(`${leaf}.`))?.[1] ?? file;
+  return new ConfigError(field, `${schema ? `expected ${describeSchema(schema)}` : error.message} (got ${shown})`, source);
 }
 
 /** file → environment → flags, then defaults, then validation. Throws `ConfigError` on the first problem. */
@@ -142,9 +189,14 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   const workersInput = input.workers as Json | undefined;
   if (isObject(workersInput?.env)) assertSafeEnv(workersInput.env);
 
+  // Where each overridden field came from, so an error names the variable or flag rather than the file.
+  const sources = new Map<string, string>();
   for (const [name, leaf] of ENV_VARIABLES) {
     const raw = env[name];
-    if (raw !== undefined && raw !== '') setPath(input, leaf, coerce(leaf, raw, name));
+    if (raw !== undefined && raw !== '') {
+      setPath(input, leaf, coerce(leaf, raw, name));
+      sources.set(leaf, `environment variable ${name}`);
+    }
   }
   const flagFields: Array<[keyof ConfigFlags, string, string]> = [
     ['port', 'http.port', '--port'],
@@ -153,11 +205,24 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   ];
   for (const [flag, leaf, name] of flagFields) {
     const raw = flags[flag];
-    if (raw !== undefined) setPath(input, leaf, coerce(leaf, raw, name));
+    if (raw !== undefined) {
+      setPath(input, leaf, coerce(leaf, raw, name));
+      sources.set(leaf, `flag ${name}`);
+    }
+  }
+  // SPEC 1.8, the same guard wherever the value came from: a variable's JSON has its own `__proto__` key too.
+  const workersEnv = (input.workers as Json | undefined)?.env;
+  if (isObject(workersEnv)) {
+    try {
+      assertSafeEnv(workersEnv);
+    } catch (error) {
+      if (error instanceof ConfigError) throw new ConfigError(error.field, error.reason, sources.get('workers.env') ?? file);
+      throw error;
+    }
   }
 
   const withDefaults = Value.Default(ConfigSchema, input);
-  const invalid = firstSchemaError(withDefaults, file);
+  const invalid = firstSchemaError(withDefaults, sources, file);
   if (invalid) throw invalid;
   const config = withDefaults as ResolvedConfig;
 

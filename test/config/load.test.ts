@@ -80,3 +80,25 @@ t.test('recycle policies need heartbeats', async (t) => {
   t.match(configError(() => loadConfig({ env: {}, object: { workers: { maxRssMb: 100 }, health: { heartbeatMs: 0 } } })), { field: 'health.heartbeatMs' });
   t.match(configError(() => loadConfig({ env: {}, object: { health: { heartbeatMs: 1000, wedgedTimeoutMs: 1500 } } })), { field: 'health.wedgedTimeoutMs' });
 });
+
+t.test('an invalid value is blamed on where it came from (variable, flag or file) and described in words', async (t) => {
+  const dir = tmp();
+  writeFileSync(path.join(dir, 'fleetplane.config.json'), JSON.stringify({ http: { host: '127.0.0.1' } }));
+  const fromEnv = configError(() => loadConfig({ env: { FLEETPLANE_HTTP_PORT: 'abc' }, cwd: dir }));
+  t.equal(fromEnv.message, 'environment variable FLEETPLANE_HTTP_PORT: http.port: expected an integer from 0 to 65535 (got "abc")');
+  const fromFlag = configError(() => loadConfig({ env: {}, cwd: dir, flags: { port: '70000' } }));
+  t.equal(fromFlag.message, 'flag --port: http.port: expected an integer from 0 to 65535 (got 70000)');
+  const workers = configError(() => loadConfig({ env: {}, cwd: dir, flags: { workers: 'lots' } }));
+  t.equal(workers.message, 'flag --workers: workers.count: expected "auto" or an integer from 0 to 256 (got "lots")');
+  writeFileSync(path.join(dir, 'fleetplane.config.json'), JSON.stringify({ http: { port: 'eighty' } }));
+  const fromFile = configError(() => loadConfig({ env: {}, cwd: dir }));
+  t.equal(fromFile.message, `${path.join(dir, 'fleetplane.config.json')}: http.port: expected an integer from 0 to 65535 (got "eighty")`);
+});
+
+t.test('workers.env keys __proto__, constructor and prototype are refused from a variable as from a file', async (t) => {
+  for (const key of ['__proto__', 'constructor', 'prototype']) {
+    const error = configError(() => loadConfig({ env: { FLEETPLANE_WORKERS_ENV: `{"${key}": {"polluted": "yes"}}` }, cwd: tmp() }));
+    t.equal(error.message, `environment variable FLEETPLANE_WORKERS_ENV: workers.env.${key}: environment key "${key}" is refused`);
+  }
+  t.equal(({} as Record<string, unknown>).polluted, undefined, 'nothing was polluted');
+});

@@ -50,7 +50,7 @@ t.test('an invalid config file exits 2 naming the field or the syntax error', as
   writeFileSync(wrong, JSON.stringify({ http: { port: 'eighty' }, dataDir: dir }));
   const schema = run(['start', '--config', wrong]);
   t.equal(schema.status, 2);
-  t.match(schema.stderr, /http\.port: Expected integer/);
+  t.match(schema.stderr, /wrong\.json: http\.port: expected an integer from 0 to 65535 \(got "eighty"\)/);
 
   const typo = path.join(dir, 'typo.json');
   writeFileSync(typo, JSON.stringify({ shutdwn: {} }));
