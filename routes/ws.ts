@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync, FastifyRequest, FastifySchema } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
 import { normalizeHost } from '../src/auth/host.js';
@@ -10,19 +10,46 @@ import { controlEnvelope } from './control.js';
 import { isCrudMethod } from '../src/crud/envelope.js';
 import { CrudError } from '../src/crud/errors.js';
 import { runCrud } from '../src/crud/run.js';
+import { ApiError } from '../src/api/errors.js';
+import { HTTP_METHODS } from '../src/api/provider.js';
+import { WorkflowError } from '../src/workflows/errors.js';
+import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
+import { refused } from '../src/auth/authorize.js';
+import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 import type { Server } from '../src/server.js';
 
 const MAX_FRAME_BYTES = 1024 * 1024;
-/** Bad frames tolerated per socket before it is closed with 1008 (policy violation). */
+/** Malformed frames tolerated per socket before it is closed with 1008 (policy violation). */
 export const MAX_BAD_FRAMES = 5;
-const CONTROL_METHODS = new Set(['status', 'cordon', 'drain', 'shed', 'restart', 'reboot', 'shutdown']);
+const API_METHODS: ReadonlySet<string> = new Set(HTTP_METHODS);
+const WORKFLOW_METHOD = /^workflow\.([A-Za-z0-9][A-Za-z0-9_-]{0,63})$/;
+
+/** A frame's envelope refused before it reached a service; an answer, like the services' own errors. */
+class FrameError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The errors a frame may be answered with, by their code and message; anything else is internal. */
+function answerOf(error: unknown): { code: string; message: string } | undefined {
+  if (error instanceof FrameError || error instanceof CrudError || error instanceof AuthorizationError || error instanceof IpcError || error instanceof ApiError || error instanceof WorkflowError) {
+    return { code: error.code, message: error.message };
+  }
+  return undefined;
+}
 
 type Frame = { id?: string | number | null; ok: boolean; result?: unknown; error?: { code: string; message: string } } | { event: string; data: unknown };
 
 /**
- * `GET /ws`: a WebSocket per browser or service. Each incoming frame is an envelope, authorized like an HTTP
- * one (the key from the upgrade's `Authorization` header or the envelope's `apikey`); answers carry the
- * caller's `requestId`. Targeted events (`socket.emit` envelopes) go out to the organization's sockets.
+ * `GET /ws`: a WebSocket per browser or service, a full envelope transport. Each incoming frame is an envelope,
+ * authorized like an HTTP one (the key from the upgrade's `Authorization` header or the envelope's `apikey`),
+ * and served as its HTTP route serves it: `object.*` as `/crud`, `workflow.<name>` as `/workflows/<name>`,
+ * HTTP verbs with `api` as `/api`, anything else as `/control`. Answers carry the caller's `requestId`.
+ * Targeted events (`socket.emit` envelopes) go out to the organization's subscribed sockets.
  */
 const ws: FastifyPluginAsync = async (app) => {
   const server = app.fleetplane as unknown as Server;
@@ -65,9 +92,61 @@ const ws: FastifyPluginAsync = async (app) => {
     return { delivered: sockets.size };
   });
 
+  /** What the upgrade's own key was authorized for (`socket.subscribe`), when it was. */
+  const upgradeGrants = new WeakMap<FastifyRequest, AuthorizedEnvelope>();
+  /**
+   * Before the upgrade: a host that serves no organization, or an `Authorization` header whose key is malformed,
+   * unknown, revoked or not this organization's, is refused with the HTTP answer an envelope route gives; a
+   * valid key without `socket.subscribe` connects without events.
+   */
+  const checkUpgrade = async (request: FastifyRequest, reply: FastifyReply) => {
+    const host = normalizeHost(request.host);
+    const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
+    const deny = (error: AuthorizationError) => {
+      const { retryAfterS } = error as { retryAfterS?: number };
+      return reply
+        .code(error.statusCode)
+        .header('cache-control', 'no-store')
+        .headers(retryAfterS === undefined ? {} : { 'retry-after': String(retryAfterS) })
+        .send({ error: { code: error.code, message: error.message } });
+    };
+    if (!organization) return deny(refused());
+    if (request.headers.authorization === undefined && !organization.defaultPermissions) return;
+    try {
+      upgradeGrants.set(request, await app.authorize.request(authorizationRequest(request), { method: 'socket.subscribe' }));
+    } catch (error) {
+      if (error instanceof AuthorizationError && (error.code === 'permission_denied' || (error.code === 'forbidden' && request.headers.authorization === undefined))) return;
+      if (error instanceof AuthorizationError) return deny(error);
+      throw error;
+    }
+  };
+
+  /** Serves one authorized envelope as its HTTP route would. */
+  const dispatch = async (authorized: AuthorizedEnvelope, requestedScope: boolean, log: FastifyRequest['log']): Promise<unknown> => {
+    const { method } = authorized;
+    if (isCrudMethod(method)) return runCrud(server.db, authorized);
+    const workflow = WORKFLOW_METHOD.exec(method);
+    if (workflow) {
+      const name = workflow[1]!;
+      if (RESERVED_WORKFLOW_NAMES.has(name)) throw new FrameError('invalid_request', `name: "${name}" is reserved`);
+      const inputs = authorized[name];
+      if (!Array.isArray(inputs)) throw new FrameError('invalid_request', `${name}: is required, a list of inputs`);
+      if (!server.workflow) throw new FrameError('unavailable', 'workflows are not available on this server');
+      return { [name]: await server.workflow.runEach(name, inputs, { organization_id: authorized.organization_id }) };
+    }
+    if (API_METHODS.has(method) && authorized.api !== undefined) {
+      if (!server.api) throw new FrameError('unavailable', 'API providers are not available on this server');
+      return server.api.send(authorized);
+    }
+    const routed = controlEnvelope(authorized, requestedScope);
+    log.info({ key_id: authorized.user?.key_id ?? null, organization: authorized.organization_id, method: routed.method, target: { ...routed, data: undefined } }, 'control request');
+    return server.request(routed);
+  };
+
   app.get(
     '/ws',
     {
+      onRequest: checkUpgrade,
       websocket: true,
       schema: { tags: ['control'], summary: 'WebSocket: authorized envelopes in, replies and targeted events out', security: [{ bearer: [] }, {}] } as FastifySchema,
     },
@@ -75,7 +154,6 @@ const ws: FastifyPluginAsync = async (app) => {
       const host = normalizeHost(request.host);
       const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
       if (!organization) {
-        // The same words as any refusal: a socket must not learn which hosts exist.
         socket.close(1008, 'not authorized');
         return;
       }
@@ -89,14 +167,7 @@ const ws: FastifyPluginAsync = async (app) => {
       server.organizations?.socketOpened(organizationId);
       // Events only for a socket whose upgrade key (or the organization's defaults) grants `socket.subscribe`;
       // a browser, which cannot set headers on a WebSocket, subscribes with a `socket.subscribe` frame instead.
-      if (request.headers.authorization !== undefined || organization.defaultPermissions) {
-        app.authorize.request(authorizationRequest(request), { method: 'socket.subscribe' }).then(
-          (authorized) => {
-            if (authorized.organization_id === organizationId && socket.readyState === socket.OPEN) subscribe(organizationId, socket);
-          },
-          () => {},
-        );
-      }
+      if (upgradeGrants.get(request)?.organization_id === organizationId) subscribe(organizationId, socket);
       socket.on('close', () => {
         unsubscribe(organizationId, socket);
         sockets.delete(socket);
@@ -105,10 +176,6 @@ const ws: FastifyPluginAsync = async (app) => {
       });
 
       let badFrames = 0;
-      const refuse = (id: string | number | null, code: string, message: string) => {
-        send(socket, { id, ok: false, error: { code, message } });
-        if (++badFrames >= MAX_BAD_FRAMES) socket.close(1008, 'too many invalid frames');
-      };
       socket.on('message', async (raw: Buffer, isBinary: boolean) => {
         let envelope: Record<string, unknown>;
         try {
@@ -116,7 +183,10 @@ const ws: FastifyPluginAsync = async (app) => {
           envelope = JSON.parse(raw.toString('utf8'));
           if (typeof envelope !== 'object' || envelope === null || Array.isArray(envelope)) throw new Error('not an object');
         } catch {
-          return refuse(null, 'bad_frame', 'each frame must be a JSON object envelope');
+          // Only frames that are not envelopes at all count toward the close; a refused envelope is an answer.
+          send(socket, { id: null, ok: false, error: { code: 'bad_frame', message: 'each frame must be a JSON object envelope' } });
+          if (++badFrames >= MAX_BAD_FRAMES) socket.close(1008, 'too many invalid frames');
+          return;
         }
         const { requestId, ...rest } = envelope;
         const id = typeof requestId === 'string' || typeof requestId === 'number' ? requestId : null;
@@ -124,31 +194,13 @@ const ws: FastifyPluginAsync = async (app) => {
           const authorized = await app.authorize.request(authorizationRequest(request), rest);
           if (authorized.method === 'socket.subscribe' && authorized.organization_id === organizationId) {
             subscribe(organizationId, socket);
-            badFrames = 0;
             return send(socket, { id, ok: true, result: { subscribed: true } });
           }
-          if (isCrudMethod(authorized.method)) {
-            const result = await runCrud(server.db, authorized);
-            badFrames = 0;
-            return send(socket, { id, ok: true, result });
-          }
-          if (!CONTROL_METHODS.has(authorized.method)) {
-            return refuse(id, 'unknown_method', `"${authorized.method}" is not served over the WebSocket`);
-          }
-          const routed = controlEnvelope(authorized, rest.organization_id !== undefined);
-          request.log.info({ key_id: authorized.user?.key_id ?? null, organization: organizationId, method: routed.method, target: { ...routed, data: undefined } }, 'control request');
-          const result = await server.request(routed);
-          badFrames = 0;
-          send(socket, { id, ok: true, result });
+          send(socket, { id, ok: true, result: await dispatch(authorized, rest.organization_id !== undefined, request.log) });
         } catch (error) {
-          // A refused CRUD envelope (a duplicate name, a bad filter) is an answer, not abuse of the socket.
-          if (error instanceof CrudError) return send(socket, { id, ok: false, error: { code: error.code, message: error.message } });
-          if (error instanceof AuthorizationError || error instanceof IpcError) {
-            const code = error.code;
-            return refuse(id, code, error.message);
-          }
-          request.log.error({ err: error }, 'websocket frame failed');
-          send(socket, { id, ok: false, error: { code: 'internal', message: 'internal error' } });
+          const answer = answerOf(error);
+          if (!answer) request.log.error({ err: error }, 'websocket frame failed');
+          send(socket, { id, ok: false, error: answer ?? { code: 'internal', message: 'internal error' } });
         }
       });
     },

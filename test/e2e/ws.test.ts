@@ -1,5 +1,6 @@
 import t from 'tap';
 import WebSocket from 'ws';
+import http from 'node:http';
 import { ServerProcess } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
 
@@ -117,4 +118,85 @@ t.test('graceful shutdown closes WebSockets with 1001', async (t) => {
   server.signal('SIGTERM');
   t.equal((await closed).code, 1001);
   t.equal(await server.exited, 0);
+});
+
+/** The HTTP answer to an upgrade that was refused (the socket never opened). */
+function refusedUpgrade(port: number, headers: Record<string, string>): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers, perMessageDeflate: false });
+    socket.once('open', () => {
+      socket.terminate();
+      reject(new Error('the upgrade was accepted'));
+    });
+    socket.once('unexpected-response', (_request, response) => {
+      let text = '';
+      response.on('data', (chunk) => (text += chunk));
+      response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(text) }));
+    });
+    socket.once('error', () => {});
+  });
+}
+
+t.test('the WebSocket serves every envelope an HTTP route serves: custom handlers, storage, workflows and API providers', async (t) => {
+  const upstream = http.createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk) => (body += chunk));
+    request.on('end', () => response.setHeader('content-type', 'application/json').end(JSON.stringify({ path: request.url, body: body ? JSON.parse(body) : null })));
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => upstream.close());
+  const { server, acme, globex } = await start();
+  t.teardown(() => server.stop());
+  const { socket, frames } = await connect(server.port, { key: acme.adminKey });
+  t.teardown(() => socket.terminate());
+  const ask = async (id: string, envelope: Record<string, unknown>) => {
+    socket.send(JSON.stringify({ requestId: id, ...envelope }));
+    return nextFrame(frames, (frame) => frame.id === id);
+  };
+
+  const probe = await ask('probe', { method: 'probe', broadcast: true, data: 'x' });
+  t.equal(probe.ok, true);
+  t.equal(probe.result.replies.length, 2, 'a custom handler answered on each worker');
+  t.match(await ask('set', { method: 'storage.set', master: true, data: { key: 'k', value: 1 } }), { ok: true });
+  t.same((await ask('get', { method: 'storage.get', master: true, data: { key: 'k' } })).result.replies[0].result, { key: 'k', value: 1 });
+
+  t.match(await ask('wf-create', { method: 'object.create', collection: 'workflows', documents: [{ name: 'echo', steps: [], output: { got: '${input}' } }] }), { ok: true });
+  t.same((await ask('wf', { method: 'workflow.echo', echo: [1, 'two'] })).result, { echo: [{ got: 1 }, { got: 'two' }] });
+  t.match(await ask('wf-missing', { method: 'workflow.echo' }), { ok: false, error: { code: 'invalid_request' } });
+
+  const baseUrl = `http://127.0.0.1:${(upstream.address() as { port: number }).port}`;
+  t.match(await ask('api-create', { method: 'object.create', collection: 'apis', documents: [{ name: 'items', baseUrl, endpoints: { create: { method: 'post', path: '/items/{id}' } } }] }), { ok: true });
+  t.same((await ask('api', { method: 'post', api: 'items', endpoint: 'create', data: { id: '7', title: 'hi' } })).result, { status: 200, data: { path: '/items/7', body: { title: 'hi' } } });
+
+  const tenant = await connect(server.port, { host: 'globex.test', key: globex.adminKey });
+  t.teardown(() => tenant.socket.terminate());
+  tenant.socket.send(JSON.stringify({ requestId: 's', method: 'storage.get', master: true, data: { key: 'k' } }));
+  t.match(await nextFrame(tenant.frames, (frame) => frame.id === 's'), { ok: false, error: { code: 'platform_only' } }, "a tenant's socket is held to the same authority");
+});
+
+t.test('refused envelopes are answers and do not close the socket; only malformed frames count toward 1008', async (t) => {
+  const { server, globex } = await start();
+  t.teardown(() => server.stop());
+  const { socket, frames } = await connect(server.port, { host: 'globex.test', key: globex.adminKey });
+  t.teardown(() => socket.terminate());
+  for (let i = 0; i < 12; i++) socket.send(JSON.stringify({ requestId: i, method: 'cordon', master: true }));
+  for (let i = 0; i < 12; i++) t.match(await nextFrame(frames, (frame) => frame.id === i), { ok: false, error: { code: 'platform_only' } });
+  socket.send(JSON.stringify({ requestId: 'last', method: 'object.read', collection: 'apis' }));
+  t.match(await nextFrame(frames, (frame) => frame.id === 'last'), { ok: true }, 'still open and serving');
+  t.equal(socket.readyState, WebSocket.OPEN);
+});
+
+t.test('an upgrade with a malformed, unknown or foreign key, or on an unknown host, is refused with 403 before the socket opens', async (t) => {
+  const { server, acme, globex } = await start();
+  t.teardown(() => server.stop());
+  const uniform = { error: { code: 'forbidden', message: 'this request is not authorized here' } };
+  const unknownHost = await refusedUpgrade(server.port, { host: 'nobody.test' });
+  t.same(unknownHost, { status: 403, body: uniform });
+  const unknownKey = await refusedUpgrade(server.port, { host: 'localhost', authorization: `Bearer fpk_AAAAAAAAAAAAAAAA.${'A'.repeat(43)}` });
+  t.same(unknownKey, { status: 403, body: uniform });
+  t.same(await refusedUpgrade(server.port, { host: 'localhost', authorization: `Bearer ${globex.adminKey}` }), { status: 403, body: uniform }, "another organization's key");
+  t.match(await refusedUpgrade(server.port, { host: 'localhost', authorization: 'Bearer not-a-key' }), { status: 403, body: { error: { code: 'malformed_key' } } });
+  const fine = await connect(server.port, { key: acme.adminKey });
+  fine.socket.terminate();
+  t.pass('a valid key upgrades');
 });
