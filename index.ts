@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { buildApp, asAppHost, buildPrimaryRoutes } from './app.js';
-import { init as initServer, Server, type InitOptions } from './src/server.js';
+import { init as initServer, type InitOptions } from './src/boot.js';
+import { Server } from './src/server.js';
 import type { FleetplaneConfig } from './src/config/schema.js';
 import type { LoadedConfig } from './src/config/load.js';
 

@@ -1,54 +1,20 @@
 import cluster from 'node:cluster';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { mkdirSync, unlinkSync } from 'node:fs';
-import { controlSocketPath, listenControlSocket } from './control/socket.js';
-import type { DestinationStream } from 'pino';
-import { loadConfig, type ConfigFlags, type LoadedConfig } from './config/load.js';
-import type { FleetplaneConfig, ResolvedConfig } from './config/schema.js';
-import { resolveWorkerCount } from './config/sizing.js';
-import { createLogger, type Logger } from './logging/logger.js';
+import type { ResolvedConfig } from './config/schema.js';
+import type { Logger } from './logging/logger.js';
 import { SafeEmitter, type ServerEventName, type ServerEvents } from './runtime/events.js';
-import { PrimaryRuntime } from './runtime/primary.js';
-import { WorkerRuntime } from './runtime/worker.js';
-import type { AppHost } from './runtime/app-host.js';
-import { resolveServerId } from './runtime/identity.js';
-import { PrimaryChannels, type WorkerEndpoint } from './runtime/channels.js';
-import { StorageAuthority, StorageReplica, type ClusterStorage } from './storage/index.js';
+import type { PrimaryRuntime } from './runtime/primary.js';
+import type { WorkerRuntime } from './runtime/worker.js';
+import type { ClusterStorage } from './storage/index.js';
 import type { HandlerRegistry, IpcHandler, RequestResult } from './ipc/handlers.js';
 import type { ServerState } from './state/state.js';
-import { attachPrimaryServices, attachWorkerServices, type OrganizationPresence } from './services.js';
+import type { OrganizationPresence } from './services.js';
 import type { RestartWorkersOptions } from './runtime/fleet.js';
 import type { ServerStatus, WorkerStatus } from './runtime/status.js';
 import type { Store } from './db/types.js';
 import type { Authorizer } from './auth/authorize.js';
-import { openDataServices } from './auth/services.js';
-import { secretsKeyFile } from './secrets/key-file.js';
-import { SecretKeyring } from './secrets/keyring.js';
-import { SealedStore } from './secrets/sealed-store.js';
-import { sealPlaintextAtStart } from './secrets/startup.js';
-import { openAutomation, type Automation } from './workflows/automation.js';
+import type { SecretKeyring } from './secrets/keyring.js';
+import type { Automation } from './workflows/automation.js';
 import type { MeshApi } from './mesh/mesh.js';
-import { attachPrimaryMesh, workerMesh } from './mesh/primary-mesh.js';
-
-export type AppFactory = (server: Server) => Promise<AppHost>;
-
-/** Requests the primary answers itself when no worker takes traffic; returns false for the rest. */
-export type PrimaryRoutes = (request: IncomingMessage, response: ServerResponse) => boolean;
-
-export interface InitOptions {
-  /** Builds what each worker serves. */
-  app: AppFactory;
-  /** Builds the few routes the primary serves itself in fallback (`POST /control`). */
-  primaryRoutes?: (server: Server) => Promise<PrimaryRoutes>;
-  /** Script workers run (default: this process's entry script, which calls `init` again in the worker). */
-  exec?: string;
-  /** Install SIGTERM / SIGINT / SIGBREAK (graceful shutdown, then exit 0) and SIGHUP (rolling restart). */
-  handleSignals?: boolean;
-  flags?: ConfigFlags;
-  env?: NodeJS.ProcessEnv;
-  cwd?: string;
-  logDestination?: DestinationStream;
-}
 
 type Listener<E extends ServerEventName> = (payload: ServerEvents[E]) => void;
 
@@ -203,117 +169,4 @@ export class Server extends SafeEmitter {
   shutdown(reason = 'shutdown'): Promise<void> {
     return this.primary ? this.primary.shutdown(reason) : this.worker!.shutdown(reason);
   }
-}
-
-/** Environment the primary gives each worker; not part of the public configuration. */
-export const INTERNAL_ENV = {
-  worker: 'FLEETPLANE_INTERNAL_WORKER',
-  total: 'FLEETPLANE_INTERNAL_TOTAL_WORKERS',
-  config: 'FLEETPLANE_INTERNAL_CONFIG',
-  serverId: 'FLEETPLANE_INTERNAL_SERVER_ID',
-} as const;
-
-/**
- * Boots this process's part of the server. In the primary: resolve config, bind ports, fork workers (or serve
- * in-process with `workers: 0`). In a worker: take the resolved config from the primary and serve the app.
- */
-export async function init(config: FleetplaneConfig | LoadedConfig | undefined, options: InitOptions): Promise<Server> {
-  const env = options.env ?? process.env;
-  const forked = cluster.isWorker && env[INTERNAL_ENV.worker] !== undefined;
-  if (forked) return initWorker(env, options);
-
-  const loaded = config && 'config' in config && 'warnings' in config ? (config as LoadedConfig) : loadConfig({ object: config, flags: options.flags, env, cwd: options.cwd });
-  const resolved = loaded.config;
-  const decision = resolveWorkerCount(resolved.workers.count, env);
-  const serverId = resolveServerId(resolved.server.id, resolved.dataDir);
-  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: 0 }, destination: options.logDestination });
-  for (const warning of [...loaded.warnings, ...(decision.warning ? [decision.warning] : [])]) log.warn(warning);
-
-  // Before anything is bound: a bad FLEETPLANE_SECRETS_KEY or key file stops the start with its reason.
-  const secrets = SecretKeyring.fromEnvironment(secretsKeyFile(resolved), env);
-  const server = new Server(serverId, 0, decision.count, resolved, log);
-  const data = await openDataServices(resolved, log.child({ component: 'authorize' }));
-  await sealPlaintextAtStart(data.db, secrets, log.child({ component: 'secrets' }));
-  Object.assign(server, data, { db: new SealedStore(data.db, secrets), secrets });
-  Object.assign(server, openAutomation(server));
-  const channels = new PrimaryChannels();
-  server.storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
-  const local = decision.count === 0 ? inProcessWorker(server, channels) : undefined;
-  const primary = new PrimaryRuntime({
-    config: resolved,
-    serverId,
-    workerCount: decision.count,
-    log,
-    events: server,
-    exec: options.exec,
-    channels,
-    local: local ? { runtime: local, build: () => options.app(server) } : undefined,
-    fallbackRoutes: (request, response) => primaryRoutes?.(request, response) ?? false,
-    peerUrl: () => mesh.mesh.peerUrl(),
-  });
-  let primaryRoutes: PrimaryRoutes | undefined;
-  server.bind({ primary, worker: local });
-  const mesh = await attachPrimaryMesh(server, primary, attachPrimaryServices(server, primary, channels, local));
-  if (options.primaryRoutes) primaryRoutes = await options.primaryRoutes(server);
-  mkdirSync(resolved.dataDir, { recursive: true, mode: 0o700 });
-  const control = await listenControlSocket(resolved.dataDir, log, (envelope, timeoutMs) => server.request(envelope, { timeoutMs }));
-  const removeSocket = () => {
-    control.close();
-    try {
-      unlinkSync(controlSocketPath(resolved.dataDir));
-    } catch {
-      // already gone
-    }
-  };
-  process.once('exit', removeSocket);
-  primary.onShutdown(removeSocket);
-  // Last, when no worker is left: the embedded store's final close folds its WAL back into the file.
-  primary.onStopped(() => server.db?.close());
-  if (options.handleSignals ?? true) primary.installSignalHandlers();
-  try {
-    await primary.start();
-  } catch (error) {
-    removeSocket();
-    mesh.abort();
-    throw error;
-  }
-  await mesh.join();
-  log.info({ ports: primary.ports, workers: decision.count, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
-  return server;
-}
-
-async function initWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise<Server> {
-  const resolved = JSON.parse(env[INTERNAL_ENV.config]!) as ResolvedConfig;
-  const workerId = Number(env[INTERNAL_ENV.worker]);
-  const serverId = env[INTERNAL_ENV.serverId]!;
-  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
-  const server = new Server(serverId, workerId, Number(env[INTERNAL_ENV.total]), resolved, log);
-  // The same environment and key file as the primary's: the key itself never travels in the config.
-  const secrets = SecretKeyring.fromEnvironment(secretsKeyFile(resolved), env);
-  const data = await openDataServices(resolved, log.child({ component: 'authorize' }));
-  Object.assign(server, data, { db: new SealedStore(data.db, secrets), secrets });
-  Object.assign(server, openAutomation(server));
-  const runtime = new WorkerRuntime(resolved, workerId, log, server);
-  server.storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
-  server.bind({ worker: runtime });
-  attachWorkerServices(server, runtime);
-  server.mesh = workerMesh(runtime);
-  runtime.onStopped(() => server.db?.close());
-  await runtime.bind();
-  runtime.attach(await options.app(server));
-  return server;
-}
-
-/**
- * Single-process mode: the primary serves the app itself. Its worker runtime talks to the primary's channels
- * through a loopback that keeps the asynchronous, ordered delivery of a real IPC channel.
- */
-function inProcessWorker(server: Server, channels: PrimaryChannels): WorkerRuntime {
-  let endpoint!: WorkerEndpoint;
-  const runtime = new WorkerRuntime(server.config, 0, server.log, server, (message) => {
-    if (message.fp === 'ch') queueMicrotask(() => channels.receive(endpoint, message));
-  });
-  endpoint = { workerId: 0, pid: process.pid, connected: true, post: (message) => queueMicrotask(() => runtime.receive(message)) };
-  channels.connected(endpoint);
-  return runtime;
 }
