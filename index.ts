@@ -1,11 +1,13 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { buildApp, asAppHost, buildPrimaryRoutes } from './app.js';
 import { init as initServer, type InitOptions } from './src/boot.js';
-import { Server } from './src/server.js';
+import { Server, type FleetplanePlugin } from './src/server.js';
 import type { FleetplaneConfig } from './src/config/schema.js';
 import type { LoadedConfig } from './src/config/load.js';
+import { getCapabilities, supportsReusePort, type PlatformCapabilities } from './src/runtime/capabilities.js';
 
 export { Server };
+export type { FleetplanePlugin, PlatformCapabilities };
 export type { FleetplaneConfig, ResolvedConfig } from './src/config/schema.js';
 export type { ServerEvents } from './src/runtime/events.js';
 export { ConfigError } from './src/config/errors.js';
@@ -19,6 +21,14 @@ export type FleetplaneInitOptions = Partial<InitOptions> & {
 
 /** `const server = await Fleetplane.init(config)`: boots the primary or, in a forked process, a worker. */
 export const Fleetplane = {
+  /** What this platform offers (platform, CPUs, cgroup limit, SO_REUSEPORT...), measured in this process. */
+  getCapabilities(): Promise<PlatformCapabilities> {
+    return getCapabilities();
+  },
+  /** Whether this Node binds several listeners to one port with `reusePort` (false on Node 20). */
+  supportsReusePort(): Promise<boolean> {
+    return supportsReusePort();
+  },
   init(config?: FleetplaneConfig | LoadedConfig, options: FleetplaneInitOptions = {}): Promise<Server> {
     return initServer(config, {
       ...options,

@@ -21,7 +21,7 @@ import { SealedStore } from './secrets/sealed-store.js';
 import { sealPlaintextAtStart } from './secrets/startup.js';
 import { openAutomation } from './workflows/automation.js';
 import { attachPrimaryMesh, workerMesh } from './mesh/primary-mesh.js';
-import { Server } from './server.js';
+import { Server, type FleetplanePlugin } from './server.js';
 
 /*
  * The composition root: boots this process's part of the server and builds each service in order (config,
@@ -46,6 +46,8 @@ export interface InitOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
   logDestination?: DestinationStream;
+  /** Installed in order in the primary before the workers are forked (ignored in workers). */
+  plugins?: FleetplanePlugin[];
 }
 
 /** Environment the primary gives each worker; not part of the public configuration. */
@@ -75,6 +77,7 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
   // Before anything is bound: a bad FLEETPLANE_SECRETS_KEY or key file stops the start with its reason.
   const secrets = SecretKeyring.fromEnvironment(secretsKeyFile(resolved), env);
   const server = new Server(serverId, 0, decision.count, resolved, log);
+  for (const plugin of options.plugins ?? []) server.use(plugin);
   const data = await openDataServices(resolved, log.child({ component: 'authorize' }));
   await sealPlaintextAtStart(data.db, secrets, log.child({ component: 'secrets' }));
   Object.assign(server, data, { db: new SealedStore(data.db, secrets), secrets });
@@ -110,18 +113,23 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
   };
   process.once('exit', removeSocket);
   primary.onShutdown(removeSocket);
+  // Plugins uninstall once the workers are gone, while the store is still open.
+  primary.onStopped(() => server.uninstallPlugins());
   // Last, when no worker is left: the embedded store's final close folds its WAL back into the file.
   primary.onStopped(() => server.db?.close());
   if (options.handleSignals ?? true) primary.installSignalHandlers();
   try {
+    // Before the ports are bound and the first worker is forked: plugins may shape the fleet.
+    await server.installPlugins();
     await primary.start();
   } catch (error) {
     removeSocket();
     mesh.abort();
+    await server.uninstallPlugins();
     throw error;
   }
   await mesh.join();
-  log.info({ ports: primary.ports, workers: decision.count, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
+  log.info({ ports: primary.ports, workers: primary.workerCount, plugins: server.pluginNames, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
   return server;
 }
 

@@ -15,6 +15,10 @@ import type { Authorizer } from './auth/authorize.js';
 import type { SecretKeyring } from './secrets/keyring.js';
 import type { Automation } from './workflows/automation.js';
 import type { MeshApi } from './mesh/mesh.js';
+import { PluginHost, type Plugin } from './runtime/plugins.js';
+
+/** SPEC 1.4: `{ name, install(server, log, config), uninstall?(server) }`, installed in the primary only. */
+export type FleetplanePlugin = Plugin<Server>;
 
 type Listener<E extends ServerEventName> = (payload: ServerEvents[E]) => void;
 
@@ -53,11 +57,12 @@ export class Server extends SafeEmitter {
   private requestEnvelope!: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
   private primary?: PrimaryRuntime;
   private worker?: WorkerRuntime;
+  private readonly plugins = new PluginHost<Server>();
 
   constructor(
     readonly id: string,
     readonly workerId: number,
-    readonly totalWorkers: number,
+    private readonly workersAtStart: number,
     readonly config: ResolvedConfig,
     readonly log: Logger,
   ) {
@@ -123,6 +128,16 @@ export class Server extends SafeEmitter {
     return this.worker;
   }
 
+  /** Workers this server runs (the resolved count, or a plugin's override); 0 in single-process mode. */
+  get totalWorkers(): number {
+    return this.primary ? this.primary.workerCount : this.workersAtStart;
+  }
+
+  /** Alias of `totalWorkers`. */
+  get workerCount(): number {
+    return this.totalWorkers;
+  }
+
   get status(): ServerStatus | WorkerStatus {
     return this.primary ? this.primary.status : this.worker!.status;
   }
@@ -157,6 +172,70 @@ export class Server extends SafeEmitter {
   restartWorkers(options?: RestartWorkersOptions): Promise<void> {
     if (!this.primary) return this.worker!.rpc.call('primary.restartWorkers', { reason: options?.reason }).then(() => undefined);
     return this.primary.restartWorkers(options);
+  }
+
+  /**
+   * Server-wide readiness: every worker's `/readyz` answers 503 (traffic is still served) until `setReady`.
+   * From a worker, asks the primary.
+   */
+  async setNotReady(): Promise<void> {
+    if (this.primary) this.primary.setNotReady();
+    else await this.worker!.rpc.call('primary.setNotReady');
+  }
+
+  /** Undoes `setNotReady` (a no-op during shutdown; a tripped breaker keeps the server not ready). */
+  async setReady(): Promise<void> {
+    if (this.primary) this.primary.setReady();
+    else await this.worker!.rpc.call('primary.setReady');
+  }
+
+  /** After fixing a crash loop's cause: restarts resume, missing workers are forked again, readiness returns. */
+  async resetCircuitBreaker(): Promise<void> {
+    if (this.primary) this.primary.resetCircuitBreaker();
+    else await this.worker!.rpc.call('primary.resetCircuitBreaker');
+  }
+
+  /** Registers a plugin (chainable); only before the workers are forked, i.e. from init options or an install(). */
+  use(plugin: FleetplanePlugin): this {
+    if (!this.isPrimary) throw new Error('use(): plugins are installed in the primary only');
+    this.plugins.register(plugin);
+    return this;
+  }
+
+  /** From a plugin's install(): variables merged into every worker's environment (guarded like workers.env). */
+  patchWorkerEnv(env: Record<string, string>): void {
+    this.plugins.assertOpen('patchWorkerEnv()');
+    if (!this.primary) throw new Error('patchWorkerEnv(): only the primary forks workers');
+    this.primary.patchWorkerEnv(env);
+    this.log.info({ plugin: this.plugins.current, keys: Object.keys(env) }, 'worker environment patched');
+  }
+
+  /** From a plugin's install(): run `count` workers (1 to 256) instead of the configured number. */
+  overrideWorkerCount(count: number): void {
+    this.plugins.assertOpen('overrideWorkerCount()');
+    if (!this.primary) throw new Error('overrideWorkerCount(): only the primary forks workers');
+    const before = this.primary.workerCount;
+    this.primary.overrideWorkerCount(count);
+    this.log.info({ plugin: this.plugins.current, from: before, to: count }, 'worker count overridden');
+  }
+
+  /** @internal Installs the registered plugins, then closes registration: the workers are forked next. */
+  async installPlugins(): Promise<void> {
+    try {
+      await this.plugins.installAll(this, this.log, this.config);
+    } finally {
+      this.plugins.close();
+    }
+  }
+
+  /** Names of the registered plugins, in installation order. */
+  get pluginNames(): string[] {
+    return this.plugins.names;
+  }
+
+  /** @internal */
+  uninstallPlugins(): Promise<void> {
+    return this.plugins.uninstallAll(this, this.log);
   }
 
   /** Work to do before this process stops (routing withdrawal, checkpoints...). */

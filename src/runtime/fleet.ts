@@ -66,7 +66,10 @@ export interface FleetDeps {
   configureRpc(rpc: RpcChannel, record: WorkerRecord): void;
   /** No more workers will come: breaker tripped or forks exhausted, and the fleet is empty. */
   onUnrecoverable(reason: string): void;
-  onReadinessChange(ready: boolean): void;
+  /** Whether workers should report ready (`/readyz` 200): asked when a worker becomes ready. */
+  fleetReady(): boolean;
+  /** The breaker tripped or was reset: workers must be told the new readiness. */
+  onReadinessChange(): void;
 }
 
 /**
@@ -87,8 +90,11 @@ export class Fleet {
   private cancelWedgedCheck: (() => void) | undefined;
   private forkEnvironmentDead = false;
   private wasComplete = false;
+  private started = false;
+  private targetCount: number;
 
   constructor(private readonly deps: FleetDeps) {
+    this.targetCount = deps.target;
     const { restart } = deps.config;
     this.crashes = new CrashTracker(restart.crashThreshold, restart.crashWindowMs);
     this.restarts = new RestartCoordinator(
@@ -109,11 +115,30 @@ export class Fleet {
       },
       restart,
     );
-    deps.metrics.workersTarget.set(deps.target);
-    for (let slot = 1; slot <= deps.target; slot++) this.slots.set(slot, { bootFailures: 0, quarantined: false });
+    this.resize(deps.target);
+  }
+
+  /** Number of workers the fleet keeps running. */
+  get target(): number {
+    return this.targetCount;
+  }
+
+  /** Changes the worker count; only before `start` (a plugin's `overrideWorkerCount`). */
+  resize(target: number): void {
+    if (this.started) throw new Error('the worker count cannot change once the workers were forked');
+    this.targetCount = target;
+    this.slots.clear();
+    for (let slot = 1; slot <= target; slot++) this.slots.set(slot, { bootFailures: 0, quarantined: false });
+    this.deps.metrics.workersTarget.set(target);
+  }
+
+  /** Merges variables (already guarded) into the environment of every worker forked from now on. */
+  patchEnv(env: Record<string, string>): void {
+    this.envOverlay = { ...this.envOverlay, ...env };
   }
 
   start(): void {
+    this.started = true;
     for (const slot of this.slots.keys()) this.fork(slot);
     this.scheduleWedgedCheck();
   }
@@ -168,7 +193,7 @@ export class Fleet {
   fleetHealth() {
     const now = this.deps.clock.now();
     return {
-      target: this.deps.target,
+      target: this.targetCount,
       active: this.active,
       quarantined: [...this.slots.values()].filter((slot) => slot.quarantined).length,
       breaker: { count: this.crashes.count(now), tripped: this.crashes.tripped },
@@ -204,7 +229,7 @@ export class Fleet {
       ...this.deps.config.workers.env,
       ...this.envOverlay,
       FLEETPLANE_INTERNAL_WORKER: String(slot),
-      FLEETPLANE_INTERNAL_TOTAL_WORKERS: String(this.deps.target),
+      FLEETPLANE_INTERNAL_TOTAL_WORKERS: String(this.targetCount),
       FLEETPLANE_INTERNAL_CONFIG: JSON.stringify(this.deps.config),
       FLEETPLANE_INTERNAL_SERVER_ID: this.deps.serverId,
     };
@@ -268,7 +293,7 @@ export class Fleet {
         const slot = this.slots.get(record.slot);
         if (slot) slot.bootFailures = 0;
         if (!record.retiring) this.setStatus(record, 'ready');
-        if (this.crashes.tripped || this.stopping) this.send(record, { fp: 'fleet', ready: false });
+        if (this.stopping || !this.deps.fleetReady()) this.send(record, { fp: 'fleet', ready: false });
         this.deps.events.emitSafe('worker:ready', { workerId: record.slot, pid: record.pid });
         this.restarts.replacementReady();
         this.scheduleMaxAge(record);
@@ -434,13 +459,20 @@ export class Fleet {
     this.deps.events.emitSafe('restart:complete', { workers: slots, reason, durationMs: this.deps.clock.now() - started });
   }
 
+  /** After fixing a crash loop's cause: crash window cleared, restarts resumed, missing slots refilled. */
   resetCircuitBreaker(): void {
+    // Refilling during a shutdown would fork workers into a server that is leaving.
+    if (this.stopping) return;
     this.crashes.reset();
     this.deps.metrics.breakerTripped.set(0);
     this.restarts.resume();
-    for (const record of this.records) this.send(record, { fp: 'fleet', ready: true });
-    this.deps.onReadinessChange(true);
+    this.deps.onReadinessChange();
     for (const slot of this.missingSlots()) this.restarts.enqueue(slot);
+  }
+
+  /** Tells every worker whether to report ready; new workers ask `fleetReady` when they become ready. */
+  announceReadiness(ready: boolean): void {
+    for (const record of this.records) this.send(record, { fp: 'fleet', ready });
   }
 
   /** Stop restarting, retire every worker in parallel. */
@@ -504,8 +536,7 @@ export class Fleet {
       this.deps.log.fatal({ crashes: crashThreshold, windowMs: crashWindowMs }, 'crash loop: circuit breaker tripped, restarts stopped');
       process.emitWarning(`${crashThreshold} worker crashes within ${crashWindowMs} ms: restarts stopped`, { code: 'FleetplaneCrashLoop' });
       this.deps.events.emitSafe('circuit-breaker:tripped', { count: crashThreshold, windowMs: crashWindowMs });
-      for (const other of this.records) this.send(other, { fp: 'fleet', ready: false });
-      this.deps.onReadinessChange(false);
+      this.deps.onReadinessChange();
       this.checkUnrecoverable('circuit breaker tripped');
       return;
     }
@@ -521,7 +552,7 @@ export class Fleet {
   private updateCapacity(): void {
     const active = this.active;
     this.deps.metrics.workersActive.set(active);
-    const target = this.deps.target;
+    const target = this.targetCount;
     if (this.stopping) return;
     if (active >= target) {
       this.wasComplete = true;

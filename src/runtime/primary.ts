@@ -15,6 +15,7 @@ import type { WorkerRuntime } from './worker.js';
 import type { ServerStatus } from './status.js';
 import type { PrimaryChannels } from './channels.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
+import { assertSafeEnv, nodeOptionsWarning } from '../config/guards.js';
 
 export interface PrimaryOptions {
   config: ResolvedConfig;
@@ -47,7 +48,10 @@ export class PrimaryRuntime {
   private readonly listeners: Listeners;
   private readonly shutdownHooks: ShutdownHook[] = [];
   private readonly stoppedHooks: StoppedHook[] = [];
-  private ready = true;
+  /** `setReady` / `setNotReady`: the operator's word, kept apart from the breaker and the shutdown. */
+  private operatorReady = true;
+  /** Set first thing in a shutdown, before any hook or listener runs (`shuttingDown` is assigned after). */
+  private leaving = false;
   private started = false;
   private shuttingDown: Promise<void> | undefined;
   private readonly clock: Clock;
@@ -80,9 +84,8 @@ export class PrimaryRuntime {
         channels: options.channels,
         configureRpc: (rpc, record) => this.configureWorkerRpc(rpc, record),
         onUnrecoverable: (reason) => void this.exitUnrecoverable(reason),
-        onReadinessChange: (ready) => {
-          this.ready = ready;
-        },
+        fleetReady: () => this.fleetReady,
+        onReadinessChange: () => this.announceReadiness(),
       });
     }
     this.tlsEnabled = Boolean(tls);
@@ -95,8 +98,46 @@ export class PrimaryRuntime {
     if (!this.started) return 'starting';
     const active = this.fleet ? this.fleet.active : this.options.local?.runtime.status === 'ready' ? 1 : 0;
     if (active === 0) return 'fallback';
-    if (!this.ready) return 'degraded';
-    return this.fleet && active < this.options.workerCount ? 'degraded' : 'ready';
+    if (!this.fleetReady) return 'degraded';
+    return this.fleet && active < this.fleet.target ? 'degraded' : 'ready';
+  }
+
+  /** Workers to run: the configured count, or a plugin's override; 0 in single-process mode. */
+  get workerCount(): number {
+    return this.fleet?.target ?? 0;
+  }
+
+  /** Whether serving workers answer `/readyz` 200: not set not-ready, breaker not tripped, not shutting down. */
+  private get fleetReady(): boolean {
+    return this.operatorReady && !this.leaving && !this.fleet?.breakerTripped;
+  }
+
+  private announceReadiness(): void {
+    this.fleet?.announceReadiness(this.fleetReady);
+  }
+
+  /** Before the workers are forked (plugins): a different number of workers, 1 to 256. */
+  overrideWorkerCount(count: number): void {
+    if (!Number.isInteger(count) || count < 1 || count > 256) {
+      throw new RangeError(`overrideWorkerCount(${String(count)}): the worker count must be an integer from 1 to 256 (single-process mode, 0, is chosen by config.workers only)`);
+    }
+    if (!this.fleet) throw new Error('overrideWorkerCount(): this server runs in single-process mode (workers: 0), chosen when the config was resolved; set config.workers to a number instead');
+    if (this.started) throw new Error('overrideWorkerCount(): the workers were already forked');
+    this.fleet.resize(count);
+  }
+
+  /**
+   * Before the workers are forked (plugins): variables merged into every worker's environment. In
+   * single-process mode the app runs in this process, so they are set on `process.env` before it is built.
+   */
+  patchWorkerEnv(env: Record<string, string>): void {
+    if (typeof env !== 'object' || env === null || Array.isArray(env)) throw new TypeError('patchWorkerEnv(): pass an object of environment variables');
+    assertSafeEnv(env, 'patchWorkerEnv');
+    if (this.started) throw new Error('patchWorkerEnv(): the workers were already forked');
+    const warning = nodeOptionsWarning(env);
+    if (warning) this.options.log.warn(warning.replace('workers.env', 'patchWorkerEnv'));
+    if (this.fleet) this.fleet.patchEnv(env);
+    else Object.assign(process.env, env);
   }
 
   /** Binds the public ports first (a port in use fails before any worker is forked), then starts the fleet. */
@@ -150,6 +191,9 @@ export class PrimaryRuntime {
       return { started: true };
     });
     rpc.handle('primary.health', () => ({ ...this.getHealth(), fleet: this.getFleetHealth(), from: record.slot }));
+    rpc.handle('primary.setReady', () => this.setReady());
+    rpc.handle('primary.setNotReady', () => this.setNotReady());
+    rpc.handle('primary.resetCircuitBreaker', () => this.resetCircuitBreaker());
   }
 
   onShutdown(hook: ShutdownHook): void {
@@ -162,7 +206,7 @@ export class PrimaryRuntime {
   }
 
   getHealth() {
-    return { ready: this.ready && !this.shuttingDown && this.status !== 'fallback' && this.status !== 'starting', live: true, status: this.status };
+    return { ready: this.fleetReady && this.status !== 'fallback' && this.status !== 'starting', live: true, status: this.status };
   }
 
   getFleetHealth() {
@@ -190,12 +234,23 @@ export class PrimaryRuntime {
     ]);
   }
 
+  /** Every serving worker's `/readyz` answers 503 until `setReady` (traffic is still served). */
   setNotReady(): void {
-    this.ready = false;
+    this.operatorReady = false;
+    this.announceReadiness();
   }
 
+  /** Undoes `setNotReady`; a no-op during shutdown. A tripped breaker keeps readiness off until it is reset. */
   setReady(): void {
-    if (!this.shuttingDown && !this.fleet?.breakerTripped) this.ready = true;
+    if (this.leaving) return;
+    this.operatorReady = true;
+    this.announceReadiness();
+  }
+
+  /** After fixing a crash loop's cause: restarts resume and missing workers are forked again. */
+  resetCircuitBreaker(): void {
+    if (this.leaving) return;
+    this.fleet?.resetCircuitBreaker();
   }
 
   restartWorkers(options?: RestartWorkersOptions): Promise<void> {
@@ -232,7 +287,7 @@ export class PrimaryRuntime {
   private async runShutdown(signal: string): Promise<void> {
     const { log, events } = this.options;
     const started = this.clock.now();
-    this.ready = false;
+    this.leaving = true;
     log.info({ signal }, 'shutting down');
     events.emitSafe('shutdown:start', { signal });
     for (const hook of this.shutdownHooks) {
