@@ -162,7 +162,7 @@ t.test('all workers cordoned: /control is served by the primary and uncordons', 
   t.equal((await request(server.port, '/whoami')).status, 200, 'workers serve again');
 });
 
-t.test('reboot: 400 without confirm, 403 without hostControl, runs the configured command with both', async (t) => {
+t.test('reboot: 400 without confirm, 403 without hostControl, with both stops the node and runs the configured command', async (t) => {
   const locked = await start();
   t.teardown(() => locked.server.stop());
   const id = locked.server.events[0]!.id as string;
@@ -180,7 +180,8 @@ t.test('reboot: 400 without confirm, 403 without hostControl, runs the configure
   t.notOk(existsSync(marker), 'nothing ran');
   const confirmed = await post(open.server.port, { method: 'reboot', master: true, confirm: openId }, { key: open.acme.adminKey });
   t.equal(confirmed.status, 200);
-  t.same(confirmed.json.replies[0].result, { command: 'reboot', exitCode: 0 });
+  t.same(confirmed.json.replies[0].result, { command: 'reboot', accepted: true });
+  t.equal(await open.server.exited, 0, 'the node stopped gracefully, then the command ran and succeeded');
   t.equal(readFileSync(marker, 'utf8'), 'rebooted', 'the configured command ran');
 });
 
