@@ -58,6 +58,8 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
           ? error
           : new AuthorizationError('authorization_failed', 'the request could not be authorized');
       if (!(error instanceof AuthorizationError)) request.log.error({ err: error }, 'authorization failed');
+      // SPEC 8.7: past the failed-authentication limit, when the address may try again.
+      if (refusal.retryAfterS !== undefined) reply.header('retry-after', String(refusal.retryAfterS));
       return reply.code(refusal.statusCode).header('cache-control', 'no-store').send({ error: { code: refusal.code, message: refusal.message } });
     }
   };

@@ -1,4 +1,8 @@
+import type { OrganizationDocument } from '../db/documents.js';
 import type { Store } from '../db/types.js';
+import { RateLimitedWarnings } from '../logging/rate-limited.js';
+import { sleep, systemClock, type Clock } from '../runtime/clock.js';
+import { TrustedProxies, failureKey, normalizeAddress } from './client-address.js';
 import { TenantDirectory, type DirectoryOptions, type KnownKey } from './directory.js';
 import { EnvelopeTooDeepError, envelopeCheck, sanitizeEnvelope, type AuthorizedEnvelope, type AuthorizedUser, type Envelope, type SocketIdentity } from './envelope.js';
 import { AuthorizationError } from './errors.js';
@@ -6,6 +10,7 @@ import { normalizeHost } from './host.js';
 import { parseKey, sameSecret, secretMatches } from './keys.js';
 import { isPermitted } from './permissions.js';
 import { tenantViolation } from './authority.js';
+import { FAILURE_LIMIT_DEFAULTS, FailureLimiter, type FailureLimitSettings } from './failure-limit.js';
 
 /** The transport facts authorization needs; framework-free so HTTP routes and the WebSocket share it. */
 export interface AuthorizationRequest {
@@ -22,19 +27,49 @@ export interface AuthorizationLog {
 
 export interface AuthorizerOptions extends DirectoryOptions {
   log?: AuthorizationLog;
+  /** Denial lines per window (default 50 per 10 s); the rest are counted in one summary line per window. */
+  denialLog?: { max: number; windowMs: number };
+  /** SPEC 8.7: failed authentications allowed per client address, and how long a 429 is held (`auth.failureLimit`). */
+  failureLimit?: FailureLimitSettings;
+  /** Proxies whose `X-Forwarded-For` names the client (`http.trustProxy`): addresses or CIDR ranges. */
+  trustedProxies?: readonly string[];
+  /** Time of the failure limit and the denial log (default: the system clock). */
+  clock?: Clock;
 }
 
+const DENIAL_LOG = { max: 50, windowMs: 10_000 };
+/** 429s held at once at most; past that they are answered at once, so holding them cannot exhaust memory. */
+const MAX_HELD_REFUSALS = 1_000;
 const BEARER = /^Bearer ([^\s]+)$/i;
 /** Hashed when the key id or the host is unknown, so a miss costs what a wrong secret costs. */
 const UNKNOWN_KEY_HASH = Buffer.alloc(32);
 
-const deny = (code: string, message: string, statusCode: 400 | 403 = 403) => new AuthorizationError(code, message, statusCode);
+/**
+ * Refusals are answers, not faults: they are built without a stack trace, which would cost more than the rest
+ * of a refusal, and anyone can cause thousands a second.
+ */
+function refusal(code: string, message: string, statusCode: 400 | 403 | 429, retryAfterS?: number): AuthorizationError {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return new AuthorizationError(code, message, statusCode, retryAfterS);
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
+const deny = (code: string, message: string, statusCode: 400 | 403 = 403) => refusal(code, message, statusCode);
 /**
  * SPEC 8.7: the one answer for an unknown host, an unknown key, a wrong secret, another organization's key, a key
  * used on a host outside its list, and a request without a key that its host does not allow: telling them apart
  * would tell a caller which hosts and keys exist.
  */
 export const refused = () => deny('forbidden', 'this request is not authorized here');
+/** SPEC 8.7: whatever failed, the same answer once an address is past its failed-authentication limit. */
+const tooManyFailures = (retryAfterMs: number) => {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return refusal('too_many_requests', `too many failed authentications from this address: retry in ${seconds} s`, 429, seconds);
+};
 
 /** The key from `Authorization: Bearer` or the envelope's `apikey`; both present and different is refused. */
 function presentedKey(header: string | string[] | undefined, apikey: unknown): string | undefined {
@@ -85,11 +120,27 @@ function userOf(known: KnownKey, platform: boolean): AuthorizedUser {
  */
 export class Authorizer {
   readonly directory: TenantDirectory;
-  private readonly log: AuthorizationLog | undefined;
+  /** Anyone can cause denials at will, a thousand a second with made-up keys: their lines are rate-limited. */
+  private readonly denials: { lines: RateLimitedWarnings; log: { warn(fields: object, message: string): void } } | undefined;
+  private readonly failures: FailureLimiter;
+  private readonly proxies: TrustedProxies;
+  private readonly clock: Clock;
+  private readonly holdMs: number;
+  private held = 0;
+  private readonly failureKeys = new WeakMap<SocketFacts, string>();
 
   constructor(store: Store, options: AuthorizerOptions = {}) {
     this.directory = new TenantDirectory(store, options);
-    this.log = options.log;
+    if (options.log) {
+      const { log } = options;
+      // Denials are logged at info level, as before they were limited.
+      const info = { warn: (fields: object, message: string) => log.info(fields as Record<string, unknown>, message) };
+      this.denials = { lines: new RateLimitedWarnings({ ...(options.denialLog ?? DENIAL_LOG), what: 'authorization denials', log: info, clock: options.clock }), log: info };
+    }
+    this.failures = new FailureLimiter({ ...options.failureLimit, clock: options.clock });
+    this.proxies = new TrustedProxies(options.trustedProxies);
+    this.clock = options.clock ?? systemClock;
+    this.holdMs = options.failureLimit?.delayMs ?? FAILURE_LIMIT_DEFAULTS.delayMs;
   }
 
   async request(request: AuthorizationRequest, envelope: unknown): Promise<AuthorizedEnvelope> {
@@ -97,10 +148,47 @@ export class Authorizer {
       return await this.authorize(request, envelope);
     } catch (error) {
       if (!(error instanceof AuthorizationError)) throw error;
-      const method = (envelope as Partial<Envelope> | null)?.method;
-      this.log?.info({ code: error.code, method: typeof method === 'string' ? method.slice(0, 200) : undefined }, 'authorization denied');
+      if (this.denials) {
+        const method = (envelope as Partial<Envelope> | null)?.method;
+        const details = { code: error.code, method: typeof method === 'string' ? method.slice(0, 200) : undefined, client: this.clientAddress(request) };
+        this.denials.lines.warn(this.denials.log, details, 'authorization denied');
+      }
+      if (error.statusCode === 429) await this.hold();
       throw error;
     }
+  }
+
+  /**
+   * A client past its limit waits for its 429. However cheap a refusal, answering a flood at once lets it take
+   * the worker's time from everyone else; held, a client that waits for its answers (as scripts do) sends a
+   * few requests per connection per second instead of thousands.
+   */
+  private async hold(): Promise<void> {
+    if (this.holdMs === 0 || this.held >= MAX_HELD_REFUSALS) return;
+    this.held++;
+    try {
+      await sleep(this.clock, this.holdMs);
+    } finally {
+      this.held--;
+    }
+  }
+
+  /** The client's address: the socket's peer, or behind a trusted proxy the address it forwarded. */
+  clientAddress(request: AuthorizationRequest): string {
+    return this.proxies.clientAddress(request.socket?.remoteAddress, request.headers['x-forwarded-for']);
+  }
+
+  /**
+   * What failures of this request's client are counted under. A connection straight from its client has one
+   * client for its lifetime, worked out once; a trusted proxy's connection carries many clients' requests.
+   */
+  private failureKeyOf(request: AuthorizationRequest): string {
+    const socket = request.socket;
+    const known = socket && this.failureKeys.get(socket);
+    if (known) return known;
+    const key = failureKey(this.clientAddress(request));
+    if (socket && !this.proxies.trusts(normalizeAddress(socket.remoteAddress ?? ''))) this.failureKeys.set(socket, key);
+    return key;
   }
 
   close(): void {
@@ -110,18 +198,14 @@ export class Authorizer {
   private async authorize(request: AuthorizationRequest, envelope: unknown): Promise<AuthorizedEnvelope> {
     if (!envelopeCheck.Check(envelope)) throw deny('invalid_envelope', 'the envelope must be an object with a "method" such as "object.read"', 400);
     const host = normalizeHost(request.host);
-    const key = presentedKey(request.headers.authorization, envelope.apikey);
-    const parsed = key === undefined ? undefined : parseKey(key);
-    if (key !== undefined && !parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
-    // Cache hits are answered without waiting: most requests come from a few hosts and keys.
-    const organization = host === undefined ? null : (this.directory.cachedOrganization(host) ?? (await this.directory.organizationForHost(host)));
-    if (!organization) {
-      // As long as a known host's refusal takes: the key is hashed either way.
-      if (parsed) secretMatches(parsed.secret, UNKNOWN_KEY_HASH);
-      throw refused();
-    }
+    let organization: OrganizationDocument | null;
     let known: KnownKey | undefined;
-    if (parsed) known = checkKey(parsed.secret, this.directory.cachedKey(parsed.keyId) ?? (await this.directory.key(parsed.keyId)), organization._id, host!);
+    if (request.headers.authorization !== undefined || (envelope.apikey !== undefined && envelope.apikey !== null)) {
+      ({ organization, known } = await this.authenticate(request, host, envelope.apikey));
+    } else {
+      organization = await this.organizationOf(host);
+      if (!organization) throw refused();
+    }
     const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
     // Without a key, "not allowed here" must read the same as "no such host".
     if (!permitted) throw known ? deny('permission_denied', `this key may not call "${envelope.method}"`) : refused();
@@ -141,6 +225,52 @@ export class Authorizer {
       if (error instanceof EnvelopeTooDeepError) throw deny('invalid_envelope', 'the envelope is nested too deeply', 400);
       throw error;
     }
+  }
+
+  /** Cache hits are answered without waiting: most requests come from a few hosts. */
+  private async organizationOf(host: string | undefined): Promise<OrganizationDocument | null> {
+    return host === undefined ? null : (this.directory.cachedOrganization(host) ?? (await this.directory.organizationForHost(host)));
+  }
+
+  /**
+   * A request that presents a key: the key must check out on this host. Every way it can fail counts against
+   * the client's address (SPEC 8.7); past the limit the answer is 429, and a key id this process knows nothing
+   * about is refused without reading the store, so a flood of made-up keys costs next to nothing. A key that
+   * checks out still passes: an attacker sharing an address (a NAT, a proxy) cannot lock its holder out.
+   */
+  private async authenticate(request: AuthorizationRequest, host: string | undefined, apikey: unknown): Promise<{ organization: OrganizationDocument; known: KnownKey }> {
+    const client = this.failures.enabled ? this.failureKeyOf(request) : '';
+    const limitedMs = this.failures.retryAfterMs(client);
+    try {
+      const key = presentedKey(request.headers.authorization, apikey)!;
+      const parsed = parseKey(key);
+      if (!parsed) throw limitedMs > 0 ? tooManyFailures(limitedMs) : deny('malformed_key', 'the key is not in the fleetplane key format');
+      if (limitedMs > 0 && !this.mayStillCheckOut(client, parsed.keyId)) throw tooManyFailures(limitedMs);
+      const organization = await this.organizationOf(host);
+      if (!organization) {
+        // As long as a known host's refusal takes: the key is hashed either way.
+        secretMatches(parsed.secret, UNKNOWN_KEY_HASH);
+        throw refused();
+      }
+      const known = checkKey(parsed.secret, this.directory.cachedKey(parsed.keyId) ?? (await this.directory.key(parsed.keyId)), organization._id, host!);
+      if (this.failures.size > 0) this.failures.succeeded(client, parsed.keyId);
+      return { organization, known };
+    } catch (error) {
+      if (!(error instanceof AuthorizationError) || error.statusCode === 429) throw error;
+      const retryAfterMs = this.failures.fail(client);
+      throw retryAfterMs > 0 ? tooManyFailures(retryAfterMs) : error;
+    }
+  }
+
+  /**
+   * Whether a key may be checked while its address is over the limit: when this process has its record (or
+   * the answer "no such key") cached, or it checked out from this address since the address began failing.
+   * Anything else would cost a store read, which is what the attacker is after.
+   */
+  private mayStillCheckOut(client: string, keyId: string): boolean {
+    const cached = this.directory.cachedKey(keyId);
+    if (cached !== undefined) return cached !== null;
+    return this.directory.remembersKey(keyId) || this.failures.verified(client, keyId);
   }
 }
 

@@ -76,6 +76,14 @@ export class TenantDirectory {
     return this.keys.peek(keyId);
   }
 
+  /**
+   * Whether the cache holds an answer for `keyId` (its record or "no such key"), however stale: what may be
+   * checked without a store read while the caller's address is over its failed-authentication limit.
+   */
+  remembersKey(keyId: string): boolean {
+    return this.keys.has(keyId);
+  }
+
   /** SPEC 5.5: an inactive organization's hosts and keys are released from this process's cache. */
   forgetOrganization(organizationId: string): void {
     this.organizations.deleteWhere((_host, value) => (value as OrganizationDocument | null)?._id === organizationId);

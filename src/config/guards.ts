@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { ConfigError } from './errors.js';
 
 /**
@@ -35,4 +36,14 @@ export function nodeOptionsWarning(env: Record<string, string>): string | undefi
   return 'NODE_OPTIONS' in env
     ? 'workers.env.NODE_OPTIONS can carry --require and bypass the execArgv guard; prefer workers.execArgv'
     : undefined;
+}
+
+/** Each entry an IPv4 or IPv6 address, optionally with a CIDR prefix (`10.0.0.0/8`, `fd00::/8`). */
+export function assertAddressRanges(entries: readonly string[], field = 'http.trustProxy'): void {
+  entries.forEach((entry, index) => {
+    const [address = '', prefix, extra] = entry.split('/');
+    const version = isIP(address);
+    const valid = version !== 0 && extra === undefined && (prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128)));
+    if (!valid) throw new ConfigError(`${field}[${index}]`, `"${entry}" is not an IP address or CIDR range`);
+  });
 }

@@ -5,7 +5,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { ConfigSchema, leafPaths, type ResolvedConfig } from './schema.js';
 import { ConfigError } from './errors.js';
 import { closestMatch } from './did-you-mean.js';
-import { assertSafeEnv, assertSafeExecArgv, nodeOptionsWarning } from './guards.js';
+import { assertAddressRanges, assertSafeEnv, assertSafeExecArgv, nodeOptionsWarning } from './guards.js';
 
 export const CONFIG_FILE_NAME = 'fleetplane.config.json';
 
@@ -227,6 +227,7 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   const config = withDefaults as ResolvedConfig;
 
   assertSafeExecArgv(config.workers.execArgv);
+  assertAddressRanges(config.http.trustProxy);
   assertSafeEnv(config.workers.env);
   const advisory = nodeOptionsWarning(config.workers.env);
   if (advisory) warnings.push(advisory);

@@ -41,6 +41,11 @@ export const ConfigSchema = Type.Object(
         port: Type.Integer({ minimum: 0, maximum: 65_535, default: 8080, description: 'HTTP port' }),
         host: Type.String({ default: '0.0.0.0', description: 'HTTP bind address' }),
         keepAliveTimeoutMs: Ms(72_000, 'Idle keep-alive connections are closed after this'),
+        trustProxy: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+          default: [],
+          maxItems: 256,
+          description: 'Proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client address; empty = trust none',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -155,6 +160,20 @@ export const ConfigSchema = Type.Object(
             jitterMinMs: Ms(500, 'Smallest random delay added to each reconnect'),
             jitterMaxMs: Ms(4_500, 'Largest random delay added to each reconnect'),
             maxAttempts: Type.Integer({ minimum: 1, default: 10, description: 'Reconnect attempts until the next discovery' }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    auth: Type.Object(
+      {
+        failureLimit: Type.Object(
+          {
+            max: Type.Integer({ minimum: 0, default: 20, description: 'Failed authentications a client address may make at once before 429 (0 = no limit)' }),
+            windowMs: Type.Integer({ minimum: 1, default: 10_000, description: 'Time in which a spent allowance refills: one more failure every windowMs / max' }),
+            maxAddresses: Type.Integer({ minimum: 1, default: 10_000, description: 'Client addresses tracked per process; the least recently failing one is forgotten first' }),
+            delayMs: Type.Integer({ minimum: 0, maximum: 10_000, default: 500, description: 'How long a 429 is held before it is sent, so a client retrying at once is slowed down (0 = at once)' }),
           },
           { additionalProperties: false, default: {} },
         ),

@@ -1,0 +1,117 @@
+import type { Clock } from '../runtime/clock.js';
+import { systemClock } from '../runtime/clock.js';
+
+export interface FailureLimitOptions {
+  /** Failed authentications an address may make at once (the bucket's size); 0 turns the limit off. */
+  max?: number;
+  /** Time in which a spent allowance refills completely: one more failure every `windowMs / max`. */
+  windowMs?: number;
+  /** Addresses remembered at most; past that the one that failed least recently is forgotten. */
+  maxAddresses?: number;
+  clock?: Pick<Clock, 'now'>;
+}
+
+export const FAILURE_LIMIT_DEFAULTS = { max: 20, windowMs: 10_000, maxAddresses: 10_000, delayMs: 500 } as const;
+
+/** `auth.failureLimit`: the limiter's options, and how long the authorizer holds a 429 before answering. */
+export type FailureLimitSettings = Omit<FailureLimitOptions, 'clock'> & { delayMs?: number };
+
+/** Key ids that authenticated from an address, kept while it has an entry; a few cover every real client. */
+const VERIFIED_PER_ADDRESS = 4;
+
+interface Entry {
+  /** Failures still allowed now (fractional while refilling). */
+  allowance: number;
+  updatedMs: number;
+  verified?: string[];
+}
+
+/**
+ * SPEC 8.7: failed authentications per client address, as a token bucket. An address may fail `max` times at
+ * once, then once every `windowMs / max`; while its allowance is spent, `retryAfterMs` says how long until the
+ * next failure would be allowed. Only addresses that failed are tracked, and at most `maxAddresses` of them:
+ * an attacker rotating addresses pushes out the quietest ones, never grows memory.
+ */
+export class FailureLimiter {
+  readonly max: number;
+  readonly windowMs: number;
+  private readonly maxAddresses: number;
+  private readonly clock: Pick<Clock, 'now'>;
+  /** In order of the last failure (or refusal), oldest first, so eviction takes the first. */
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(options: FailureLimitOptions = {}) {
+    this.max = options.max ?? FAILURE_LIMIT_DEFAULTS.max;
+    this.windowMs = Math.max(1, options.windowMs ?? FAILURE_LIMIT_DEFAULTS.windowMs);
+    this.maxAddresses = Math.max(1, options.maxAddresses ?? FAILURE_LIMIT_DEFAULTS.maxAddresses);
+    this.clock = options.clock ?? systemClock;
+  }
+
+  get enabled(): boolean {
+    return this.max > 0;
+  }
+
+  /** Addresses tracked now. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** 0 while `address` may still fail; otherwise the milliseconds until its next failure is allowed. */
+  retryAfterMs(address: string): number {
+    const entry = this.entries.get(address);
+    if (!entry) return 0;
+    const wait = this.waitMs(this.refill(entry));
+    // An address kept refused is an active one: it must not be the first to be forgotten.
+    if (wait > 0) this.touch(address, entry);
+    return wait;
+  }
+
+  /**
+   * Records a failed authentication. Returns 0 when it was within the allowance (answer it as any refusal),
+   * otherwise the milliseconds until the next failure is allowed (answer 429).
+   */
+  fail(address: string): number {
+    if (!this.enabled) return 0;
+    let entry = this.entries.get(address);
+    if (!entry) {
+      if (this.entries.size >= this.maxAddresses) this.entries.delete(this.entries.keys().next().value!);
+      entry = { allowance: this.max, updatedMs: this.clock.now() };
+    }
+    this.touch(address, entry);
+    const allowance = this.refill(entry);
+    if (allowance < 1) return this.waitMs(allowance);
+    entry.allowance = allowance - 1;
+    return 0;
+  }
+
+  /** Remembers that `keyId` authenticated from `address` (only for an address that has failed). */
+  succeeded(address: string, keyId: string): void {
+    const entry = this.entries.get(address);
+    if (!entry || entry.verified?.includes(keyId)) return;
+    entry.verified = [keyId, ...(entry.verified ?? [])].slice(0, VERIFIED_PER_ADDRESS);
+  }
+
+  /** Whether `keyId` authenticated from `address` since the address started failing. */
+  verified(address: string, keyId: string): boolean {
+    return this.entries.get(address)?.verified?.includes(keyId) ?? false;
+  }
+
+  private refill(entry: Entry): number {
+    const now = this.clock.now();
+    const refilled = entry.allowance + ((now - entry.updatedMs) * this.max) / this.windowMs;
+    // Rounded so that many small refills add up to whole failures exactly.
+    entry.allowance = Math.min(this.max, Math.round(refilled * 1e9) / 1e9);
+    entry.updatedMs = now;
+    return entry.allowance;
+  }
+
+  private waitMs(allowance: number): number {
+    // Less a hair, so that float dust (0.998 → 1.0000000000000009 ms) does not add a millisecond.
+    return allowance >= 1 ? 0 : Math.max(1, Math.ceil(((1 - allowance) * this.windowMs) / this.max - 1e-6));
+  }
+
+  private touch(address: string, entry: Entry): void {
+    this.entries.delete(address);
+    this.entries.set(address, entry);
+  }
+}
