@@ -235,8 +235,9 @@ export class Authorizer {
   /**
    * A request that presents a key: the key must check out on this host. Every way it can fail counts against
    * the client's address (SPEC 8.7); past the limit the answer is 429, and a key id this process knows nothing
-   * about is refused without reading the store, so a flood of made-up keys costs next to nothing. A key that
-   * checks out still passes: an attacker sharing an address (a NAT, a proxy) cannot lock its holder out.
+   * about is read from the store at most once every `windowMs / max`, so a flood of made-up keys costs next to
+   * nothing. A key that checks out still passes: an attacker sharing an address (a NAT, a proxy) cannot lock
+   * its holder out.
    */
   private async authenticate(request: AuthorizationRequest, host: string | undefined, apikey: unknown): Promise<{ organization: OrganizationDocument; known: KnownKey }> {
     const client = this.failures.enabled ? this.failureKeyOf(request) : '';
@@ -264,13 +265,14 @@ export class Authorizer {
 
   /**
    * Whether a key may be checked while its address is over the limit: when this process has its record (or
-   * the answer "no such key") cached, or it checked out from this address since the address began failing.
-   * Anything else would cost a store read, which is what the attacker is after.
+   * the answer "no such key") cached, or it checked out from this address since the address began failing, or
+   * within the address's allowance of one store read every `windowMs / max` (see `FailureLimiter.takeLookup`).
+   * Anything more would cost store reads at the attacker's pace, which is what the attacker is after.
    */
   private mayStillCheckOut(client: string, keyId: string): boolean {
     const cached = this.directory.cachedKey(keyId);
     if (cached !== undefined) return cached !== null;
-    return this.directory.remembersKey(keyId) || this.failures.verified(client, keyId);
+    return this.directory.remembersKey(keyId) || this.failures.verified(client, keyId) || this.failures.takeLookup(client);
   }
 }
 

@@ -24,6 +24,8 @@ interface Entry {
   allowance: number;
   updatedMs: number;
   verified?: string[];
+  /** When a key this process knows nothing about was last looked up for this address while it was limited. */
+  lookupAtMs?: number;
 }
 
 /**
@@ -94,6 +96,20 @@ export class FailureLimiter {
   /** Whether `keyId` authenticated from `address` since the address started failing. */
   verified(address: string, keyId: string): boolean {
     return this.entries.get(address)?.verified?.includes(keyId) ?? false;
+  }
+
+  /**
+   * While `address` is over its limit, a key id this process knows nothing about may still be looked up, once
+   * every `windowMs / max`: a valid key never seen here is not locked out for good (it passes on a retry at the
+   * latest), and a flood of made-up keys costs at most that many store reads.
+   */
+  takeLookup(address: string): boolean {
+    const entry = this.entries.get(address);
+    if (!entry) return true;
+    const now = this.clock.now();
+    if (entry.lookupAtMs !== undefined && now - entry.lookupAtMs < this.windowMs / this.max) return false;
+    entry.lookupAtMs = now;
+    return true;
   }
 
   private refill(entry: Entry): number {

@@ -23,7 +23,7 @@ const post = (app: FastifyInstance, remoteAddress: string, credential: string, h
     payload: { method: 'object.read', collection: 'apis' },
   });
 
-t.test('5,000 wrong keys from one address: 20 refused with 403, the rest with 429 and no store lookup; valid keys pass throughout', async (t) => {
+t.test('5,000 wrong keys from one address: 20 refused with 403, the rest with 429 and one store lookup; valid keys pass throughout', async (t) => {
   const counted = countingStore(store);
   const clock = new FakeClock(Date.now());
   const lines: string[] = [];
@@ -64,7 +64,7 @@ t.test('5,000 wrong keys from one address: 20 refused with 403, the rest with 42
     'with the standard error body',
   );
   t.same([...cacheControl], ['no-store']);
-  t.equal(counted.reads.keys, lookups, 'no key lookup for any of the 4,980');
+  t.equal(counted.reads.keys, lookups + 1, 'one key lookup for all of the 4,980 (one per windowMs / max, and the clock stands still)');
   t.ok(validDuring.length === 100 && validDuring.every((status) => status === 200), 'a valid key from the same address got 200 all through the burst');
   t.equal((await post(app, '203.0.113.5', adminA)).statusCode, 200, 'and after it');
   t.equal((await post(app, '198.51.100.7', generateKey().key)).statusCode, 403, 'another address still gets the uniform 403');
