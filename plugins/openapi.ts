@@ -49,6 +49,20 @@ const DUPLICATE_HEADER_REPLY = Type.Object(
   { description: 'Bad request: `duplicate_header` when the request has more than one `Host` or `Authorization` header' },
 );
 
+/**
+ * Every route that takes a key can answer 429 (SPEC 8.7): an address past its failed-authentication limit gets
+ * it, with `Retry-After`, whatever the route. Declared here, once, for the routes that declare none.
+ */
+const TOO_MANY_FAILURES_REPLY = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String({ examples: ['too_many_requests'] }),
+      message: Type.String({ examples: ['too many failed authentications from this address: retry in 1 s'] }),
+    }),
+  },
+  { description: 'Too many failed authentications from this client address; retry after `Retry-After` seconds' },
+);
+
 /** The UI page is listed (its assets are not); `/ws` is listed although the WebSocket plugin hides it. */
 const DOCS_PAGE = { tags: ['docs'], summary: 'OpenAPI UI (HTML)', security: PUBLIC, response: { 200: Type.String({ description: 'The Swagger UI page' }), 400: DUPLICATE_HEADER_REPLY } };
 
@@ -67,6 +81,9 @@ function documented(schema: DeclaredSchema | undefined, url: string, route: Rout
   const responses = declared.response as Record<string, unknown> | undefined;
   if (responses && !responses[400]) declared.response = { ...responses, 400: DUPLICATE_HEADER_REPLY };
   if (!declared.security) declared.security = securityOf(url);
+  const takesKey = (declared.security ?? []).some((requirement) => Object.hasOwn(requirement, 'bearer'));
+  const declaredNow = declared.response as Record<string, unknown> | undefined;
+  if (takesKey && declaredNow && !declaredNow[429]) declared.response = { ...declaredNow, 429: TOO_MANY_FAILURES_REPLY };
   if (!url.endsWith('*')) return { schema: declared, url };
   const { '*': wildcard, ...others } = declared.params?.properties ?? {};
   const params = { ...declared.params, properties: { ...others, path: wildcard }, required: ['path'] };
