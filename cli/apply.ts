@@ -24,6 +24,7 @@ Options:
   -f, --file FILE     the resource file (JSON)
   --org ID            organization of apis, workflows, webhooks and servers_config
                       (default: the first one, made by "fleetplane init")
+  --dry-run           check the file against the store and print what would change; write nothing
   --json              print one JSON object
   --config PATH       config file (default: ./fleetplane.config.json, or FLEETPLANE_CONFIG)
   --data-dir DIR      data directory (default ./data)
@@ -71,7 +72,7 @@ function summary(resources: AppliedResource[]): string {
 
 /** `out` is where the command prints (stdout; tests pass their own stream). */
 export async function apply(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<void> {
-  const options = { ...STORE_OPTIONS, file: { type: 'string', short: 'f' }, org: { type: 'string' } } as const;
+  const options = { ...STORE_OPTIONS, file: { type: 'string', short: 'f' }, org: { type: 'string' }, 'dry-run': { type: 'boolean' } } as const;
   const { values } = withUsage(APPLY_USAGE, () => parseArgs({ args: argv, options, strict: true }));
   if (values.help) {
     out.write(`${APPLY_USAGE}\n`);
@@ -91,25 +92,26 @@ export async function apply(argv: string[], out: NodeJS.WritableStream = process
       if (error instanceof ResourceFileError) throw new CliError(`${values.file}: ${error.message}`, 2);
       throw error;
     }
+    const dryRun = values['dry-run'] === true;
     try {
       // The key file is made (or found unusable) before the first write, not half-way through them.
-      if (holdsSecrets(file)) secrets.sealingKeyId();
+      if (holdsSecrets(file) && !dryRun) secrets.sealingKeyId();
     } catch (error) {
       if (error instanceof SecretKeyError) throw asCliError(error);
       throw error;
     }
-    await plan.write();
+    if (!dryRun) await plan.write();
     if (values.json) {
-      out.write(`${JSON.stringify({ organization_id: organization, resources: plan.resources, notes: plan.notes })}\n`);
+      out.write(`${JSON.stringify({ organization_id: organization, ...(dryRun ? { dryRun: true } : {}), resources: plan.resources, notes: plan.notes })}\n`);
       return;
     }
-    const lines = [`organization ${organization}`];
+    const lines = [`organization ${organization}${dryRun ? ' (dry run: nothing written)' : ''}`];
     for (const resource of plan.resources) {
       const fields = resource.fields ? ` (${resource.fields.join(', ')})` : '';
       lines.push(`  ${resource.outcome.padEnd(9)} ${resource.kind}/${resource.name}${fields}`);
     }
     for (const note of plan.notes) lines.push(`  note: ${note}`);
-    lines.push(summary(plan.resources));
+    lines.push(`${summary(plan.resources)}${dryRun ? ' would be written' : ''}`);
     out.write(`${lines.join('\n')}\n`);
   });
 }

@@ -3,7 +3,7 @@ import { loadConfig } from '../src/config/load.js';
 import { callControlSocket, controlSocketPath } from '../src/control/socket.js';
 import { IpcError, parseEnvelope } from '../src/ipc/envelope.js';
 import type { RequestResult } from '../src/ipc/handlers.js';
-import { CliError } from './usage.js';
+import { CliError, usageError } from './usage.js';
 
 export const CTL_USAGE = `Usage: fleetplane ctl <method> [targets] [options]
 
@@ -34,7 +34,7 @@ export async function ctl(argv: string[]): Promise<void> {
   try {
     parsed = parse(argv);
   } catch (error) {
-    throw new CliError((error as Error).message, 2, CTL_USAGE);
+    throw usageError(error, CTL_USAGE);
   }
   const { values, positionals } = parsed;
   if (values.help) {
@@ -104,7 +104,7 @@ function parse(argv: string[]) {
   });
 }
 
-async function viaSocket(values: ReturnType<typeof parse>['values'], envelope: unknown, timeoutMs: number): Promise<RequestResult> {
+export async function viaSocket(values: { config?: string; 'data-dir'?: string }, envelope: unknown, timeoutMs: number): Promise<RequestResult> {
   const { config } = loadConfig({ flags: { config: values.config, dataDir: values['data-dir'] } });
   let response;
   try {
@@ -116,7 +116,7 @@ async function viaSocket(values: ReturnType<typeof parse>['values'], envelope: u
   return response.result;
 }
 
-async function viaHttp(url: string, key: string, envelope: unknown, timeoutMs: number): Promise<RequestResult> {
+export async function viaHttp(url: string, key: string, envelope: unknown, timeoutMs: number): Promise<RequestResult> {
   let response: Response;
   try {
     response = await fetch(new URL('/control', url), {

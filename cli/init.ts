@@ -8,7 +8,7 @@ import { loadConfig } from '../src/config/load.js';
 import type { ResolvedConfig } from '../src/config/schema.js';
 import { embeddedStorePath, openStore, type StoreConfig } from '../src/db/open.js';
 import type { Store } from '../src/db/types.js';
-import { CliError } from './usage.js';
+import { CliError, withUsage } from './usage.js';
 
 export const ADMIN_KEY_FILE = 'admin.key';
 
@@ -33,14 +33,7 @@ export const STORE_OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies Options;
 
-/** Runs `parse` (a `parseArgs` call), turning its errors into a usage error (exit 2). */
-export function withUsage<T>(usage: string, parse: () => T): T {
-  try {
-    return parse();
-  } catch (error) {
-    throw new CliError((error as Error).message, 2, usage);
-  }
-}
+export { withUsage } from './usage.js';
 
 export function describeStore(config: StoreConfig): string {
   return config.mongodb.url ? `MongoDB database "${config.mongodb.database}"` : embeddedStorePath(config);

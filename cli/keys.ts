@@ -7,6 +7,7 @@ import { KEY_ID_PATTERN } from '../src/db/documents.js';
 import type { Store } from '../src/db/types.js';
 import { parseArgs } from 'node:util';
 import { STORE_OPTIONS, withStore, withUsage } from './init.js';
+import { table } from './table.js';
 import { rotateSecretsCommand } from './secrets.js';
 import { CliError } from './usage.js';
 
@@ -123,10 +124,11 @@ async function list(values: Values, extra: string[], out: NodeJS.WritableStream)
       out.write(`${JSON.stringify({ organization_id, keys: found.map(({ _id, ...rest }) => ({ key_id: _id, ...rest })) })}\n`);
       return;
     }
-    for (const key of found) {
+    const rows = found.map((key) => {
       const state = key.disabled ? 'revoked' : key.expiresAt && Date.parse(key.expiresAt) <= Date.now() ? 'expired' : 'active';
-      out.write(`${key._id}  ${key.name}${key.admin ? '  admin' : ''}  ${state}${key.expiresAt ? `  expires ${key.expiresAt}` : ''}\n`);
-    }
+      return [key._id, key.name, key.admin ? 'yes' : 'no', state, key.hosts?.join(',') ?? 'any', key.expiresAt ?? 'never'];
+    });
+    out.write(`${table(['KEY ID', 'NAME', 'ADMIN', 'STATE', 'HOSTS', 'EXPIRES'], rows)}\n`);
   });
 }
 

@@ -1,5 +1,9 @@
 #!/usr/bin/env node
 import { ConfigError } from '../src/config/errors.js';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { closestMatch } from '../src/config/did-you-mean.js';
 import { CliError, MAIN_USAGE } from './usage.js';
 import { start } from './start.js';
 import { init } from './init.js';
@@ -9,7 +13,20 @@ import { apply } from './apply.js';
 
 // openapi builds the whole app: loaded only when asked for, so the other commands start as fast as before.
 const openapi = async (argv: string[]) => (await import('./openapi.js')).openapi(argv);
-const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl, apply, openapi };
+const status = async (argv: string[]) => (await import('./status.js')).status(argv);
+const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl, apply, openapi, status };
+
+/** This package's version: the nearest package.json above this file (from the sources or from dist/). */
+function version(): string {
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    const file = path.join(dir, 'package.json');
+    if (existsSync(file)) {
+      const manifest = JSON.parse(readFileSync(file, 'utf8')) as { name?: string; version?: string };
+      if (manifest.name === 'fleetplane') return manifest.version ?? 'unknown';
+    }
+    if (path.dirname(dir) === dir) return 'unknown';
+  }
+}
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
@@ -18,8 +35,15 @@ async function main(argv: string[]): Promise<void> {
     if (!name) process.exitCode = 2;
     return;
   }
-  const command = commands[name];
-  if (!command) throw new CliError(`unknown command "${name}"`, 2, MAIN_USAGE);
+  if (name === '--version' || name === '-v' || name === 'version') {
+    process.stdout.write(`fleetplane ${version()}\n`);
+    return;
+  }
+  const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
+  if (!command) {
+    const hint = closestMatch(name, Object.keys(commands));
+    throw new CliError(`unknown command "${name}"${hint ? ` (did you mean "${hint}"?)` : ''}; see "fleetplane --help"`, 2);
+  }
   await command(rest);
 }
 

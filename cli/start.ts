@@ -7,7 +7,7 @@ import { SecretKeyError } from '../src/secrets/errors.js';
 import { secretsKeyFile } from '../src/secrets/key-file.js';
 import { SecretKeyring } from '../src/secrets/keyring.js';
 import { ServerRunningError } from '../src/control/socket.js';
-import { CliError } from './usage.js';
+import { CliError, usageError } from './usage.js';
 import { autoInitialize } from './init.js';
 
 export const START_USAGE = `Usage: fleetplane start [options]
@@ -39,7 +39,7 @@ export async function start(argv: string[]): Promise<void> {
       allowPositionals: false,
     }));
   } catch (error) {
-    throw new CliError((error as Error).message, 2, START_USAGE);
+    throw usageError(error, START_USAGE);
   }
   if (values.help) {
     process.stdout.write(`${START_USAGE}\n`);

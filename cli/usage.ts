@@ -1,3 +1,5 @@
+import { closestMatch } from '../src/config/did-you-mean.js';
+
 /** One-line failure for the terminal, then the exit code: 2 = bad input, 1 = could not run. */
 export class CliError extends Error {
   override readonly name = 'CliError';
@@ -10,6 +12,37 @@ export class CliError extends Error {
   }
 }
 
+/** The command a usage text is for (`Usage: fleetplane keys ...` → `keys`). */
+const commandOf = (usage: string) => /^Usage: fleetplane ([a-z-]+)/.exec(usage)?.[1];
+
+/**
+ * A `parseArgs` failure as one line a person can act on: an unknown option names the closest real one (taken
+ * from the usage text), and every message ends with where the options are listed, instead of the parser's
+ * advice about positional arguments.
+ */
+export function usageError(error: unknown, usage: string): CliError {
+  const command = commandOf(usage);
+  const help = `see "fleetplane${command ? ` ${command}` : ''} --help"`;
+  const { code, message } = error as { code?: string; message?: string };
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const option = /'(-[^']*)'/.exec(message ?? '')?.[1] ?? '';
+    const known = [...new Set(usage.match(/--[a-z][a-z-]*/g) ?? [])];
+    const hint = closestMatch(option.replace(/^-+/, ''), known.map((name) => name.slice(2)));
+    return new CliError(`unknown option "${option}"${hint ? ` (did you mean "--${hint}"?)` : ''}; ${help}`, 2);
+  }
+  const first = (message ?? String(error)).split(/\. (?=[A-Z])/)[0]!.replace(/\.$/, '');
+  return new CliError(`${first.charAt(0).toLowerCase()}${first.slice(1)}; ${help}`, 2);
+}
+
+/** Runs `parse` (a `parseArgs` call), turning its errors into one-line usage errors (exit 2). */
+export function withUsage<T>(usage: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    throw usageError(error, usage);
+  }
+}
+
 export const MAIN_USAGE = `Usage: fleetplane <command> [options]
 
 Commands:
@@ -19,5 +52,9 @@ Commands:
   ctl        send a control envelope to a running server
   apply      create or update apis, workflows, webhooks, servers_config, organizations from a file
   openapi    write openapi/openapi.json
+  status     a table of the running server's processes: pids, states, uptime, memory
+
+Options:
+  -v, --version  print the version
 
 Run "fleetplane <command> --help" for a command's options.`;

@@ -23,7 +23,7 @@ function flag(data: unknown): boolean {
 
 /** SPEC 5.4: the handlers every process answers. */
 export function registerBuiltins(handlers: HandlerRegistry, host: BuiltinHost): void {
-  handlers.handle('status', () => ({ server: host.id, ...host.describe() }));
+  handlers.handle('status', () => ({ server: host.id, ...host.describe(), rssBytes: process.memoryUsage.rss() }));
   handlers.handle('cordon', (data) => host.state.cordon(flag(data)));
   handlers.handle('drain', (data) => host.state.drain(flag(data)));
   handlers.handle('shed', (data) => {

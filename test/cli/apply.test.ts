@@ -1,5 +1,5 @@
 import t from 'tap';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { apply as applyCommand } from '../../cli/apply.js';
 import { init } from '../../cli/init.js';
@@ -53,6 +53,16 @@ async function apply(...args: string[]): Promise<string> {
   await applyCommand([...args, '--data-dir', dataDir], printed.stream);
   return printed.text();
 }
+
+t.test('examples/resources.json (the file the README applies) is this example; --dry-run prints the plan and writes nothing', async (t) => {
+  const example = path.resolve(import.meta.dirname, '..', '..', 'examples', 'resources.json');
+  t.same(JSON.parse(readFileSync(example, 'utf8')), SPEC_EXAMPLE);
+  const before = await count();
+  const printed = await apply('-f', example, '--dry-run');
+  t.equal(printed, [`organization ${admin.organization_id} (dry run: nothing written)`, '  created   apis/items', '  created   workflows/make-item', '  created   webhooks/github', '3 resources: 3 created, 0 changed, 0 unchanged would be written', ''].join('\n'));
+  t.equal(await count(), before, 'nothing was written');
+  t.same(JSON.parse(await apply('-f', example, '--dry-run', '--json')).dryRun, true);
+});
 
 t.test('the SPEC 11.3 example applies: everything created in the first organization, secrets not printed', async (t) => {
   const printed = await apply('-f', resourceFile(SPEC_EXAMPLE));

@@ -62,7 +62,7 @@ t.test('init honours --config and refuses bad input with exit 2, writing nothing
   const empty = tempDir();
   await t.rejects(init(['--host', 'not a host', '--data-dir', empty], output().stream), { exitCode: 2, message: /--host must be host names/ });
   await t.rejects(init(['--org', '', '--data-dir', empty], output().stream), { exitCode: 2, message: /--org/ });
-  await t.rejects(init(['--orgg', 'x', '--data-dir', empty], output().stream), { exitCode: 2, message: /Unknown option '--orgg'/ });
+  await t.rejects(init(['--orgg', 'x', '--data-dir', empty], output().stream), { exitCode: 2, message: /^unknown option "--orgg" \(did you mean "--org"\?\)/ });
   t.notOk(existsSync(path.join(empty, 'fleetplane.db')), 'nothing was written');
   const help = output();
   await init(['--help'], help.stream);

@@ -57,7 +57,7 @@ t.test('keys create refuses other bad input with exit 2 and writes nothing', asy
   await t.rejects(keys('create', '--name', 'x', '--expires', '2001-01-01T00:00:00Z'), { exitCode: 2, message: /in the past/ });
   await t.rejects(keys('create', '--name', 'x', '--host', 'bad host'), { exitCode: 2, message: /hosts/ });
   await t.rejects(keys('create', '--name', 'x', '--org', 'no-such-org'), { exitCode: 2, message: /no organization no-such-org/ });
-  await t.rejects(keys('create', '--name', 'x', '--nme', 'y'), { exitCode: 2, message: /Unknown option '--nme'/ });
+  await t.rejects(keys('create', '--name', 'x', '--nme', 'y'), { exitCode: 2, message: /^unknown option "--nme" \(did you mean "--name"\?\); see "fleetplane keys --help"$/ });
   await t.rejects(keys('frobnicate'), { exitCode: 2, message: /unknown action "frobnicate"/ });
   await t.rejects(keys(), { exitCode: 2, message: /missing action/ });
   t.equal(await countKeys(), before);
@@ -67,8 +67,14 @@ t.test('keys list shows ids and names, never secrets or hashes', async (t) => {
   const created = JSON.parse(await keys('create', '--name', 'listed', '--host', 'acme.example', '--expires', '2099-01-01T00:00:00Z', '--json'));
   const secret = created.key.split('.')[1];
   const text = await keys('list');
-  t.match(text, new RegExp(`${admin.key_id}  admin  admin  active`));
-  t.match(text, new RegExp(`${created.key_id}  listed  active  expires 2099-01-01T00:00:00.000Z`));
+  const lines = text.trimEnd().split('\n');
+  t.match(lines[0], /^KEY ID +NAME +ADMIN +STATE +HOSTS +EXPIRES$/, 'a header');
+  t.match(text, new RegExp(`${admin.key_id} +admin +yes +active +any +never`));
+  t.match(text, new RegExp(`${created.key_id} +listed +no +active +acme\\.example +2099-01-01T00:00:00\\.000Z`));
+  for (const column of ['NAME', 'ADMIN', 'STATE']) {
+    const at = lines[0]!.indexOf(column);
+    t.ok(lines.slice(1).every((line) => line[at - 1] === ' ' && line[at] !== ' '), `the ${column} column is aligned`);
+  }
   const listed = JSON.parse(await keys('list', '--json'));
   t.equal(listed.organization_id, admin.organization_id);
   t.match(listed.keys.find((key: { key_id: string }) => key.key_id === created.key_id), { name: 'listed', hosts: ['acme.example'], admin: false, disabled: false });
@@ -89,7 +95,7 @@ t.test('fleetplane keys revoke in another process stops the key in a running wor
   t.match(revoked.stdout, `revoked ${created.key_id}`);
   now += 250;
   await t.rejects(call(), { code: 'key_revoked' });
-  t.match(await keys('list'), new RegExp(`${created.key_id}  doomed  admin  revoked`));
+  t.match(await keys('list'), new RegExp(`${created.key_id} +doomed +yes +revoked`));
   await t.rejects(keys('revoke', 'fpk_AAAAAAAAAAAAAAAA'), { exitCode: 2, message: /no key fpk_AAAAAAAAAAAAAAAA/ });
   await t.rejects(keys('revoke', 'nonsense'), { exitCode: 2, message: /not a key id/ });
   await t.rejects(keys('revoke'), { exitCode: 2, message: /exactly one KEY_ID/ });

@@ -169,7 +169,7 @@ t.test('bad flags or a bad FLEETPLANE_SECRETS_KEY: one line, non-zero exit, noth
   const keyFileBefore = readFileSync(keyFile);
   const secretsBefore = await storedSecrets();
   const cases: Array<[string[], NodeJS.ProcessEnv, number, RegExp]> = [
-    [['--bogus'], {}, 2, /^fleetplane: Unknown option '--bogus'/],
+    [['--bogus'], {}, 2, /^fleetplane: unknown option "--bogus"/],
     [['--org', acme.organization_id], {}, 2, /^fleetplane: --org is not used by rotate-secrets \(it seals the secrets of every organization\)$/],
     [['now'], {}, 2, /^fleetplane: unexpected argument "now"$/],
     [[], { FLEETPLANE_SECRETS_KEY: 'not-a-key' }, 2, /^fleetplane: FLEETPLANE_SECRETS_KEY must be 32 bytes as base64 \(44 characters\) or hex \(64 characters\)/],

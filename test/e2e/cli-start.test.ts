@@ -1,6 +1,6 @@
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { resolveWorkerCount } from '../../src/config/sizing.js';
@@ -24,17 +24,28 @@ t.test('start --help prints the usage and exits 0', async (t) => {
   t.match(result.stdout, /--workers N\|auto/);
 });
 
-t.test('an unknown flag prints the usage and exits 2', async (t) => {
+t.test('a mistyped flag is one line naming the closest real one, exit 2', async (t) => {
   const result = run(['start', '--prot', '80']);
   t.equal(result.status, 2);
-  t.match(result.stderr, /fleetplane: Unknown option '--prot'/);
-  t.match(result.stderr, /Usage: fleetplane start/);
+  t.equal(result.stderr, 'fleetplane: unknown option "--prot" (did you mean "--port"?); see "fleetplane start --help"\n');
+  const ctl = run(['ctl', 'status', '--brodcast']);
+  t.equal(ctl.stderr, 'fleetplane: unknown option "--brodcast" (did you mean "--broadcast"?); see "fleetplane ctl --help"\n');
+  t.equal(ctl.status, 2);
 });
 
-t.test('an unknown command exits 2', async (t) => {
+t.test('a mistyped command is one line naming the closest real one, exit 2', async (t) => {
   const result = run(['strat']);
   t.equal(result.status, 2);
-  t.match(result.stderr, /unknown command "strat"/);
+  t.equal(result.stderr, 'fleetplane: unknown command "strat" (did you mean "start"?); see "fleetplane --help"\n');
+});
+
+t.test('--version prints the package version', async (t) => {
+  const version = JSON.parse(readFileSync(path.resolve(import.meta.dirname, '..', '..', 'package.json'), 'utf8')).version;
+  for (const flag of ['--version', '-v']) {
+    const result = run([flag]);
+    t.equal(result.status, 0);
+    t.equal(result.stdout, `fleetplane ${version}\n`);
+  }
 });
 
 t.test('an invalid config file exits 2 naming the field or the syntax error', async (t) => {

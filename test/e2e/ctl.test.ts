@@ -4,9 +4,11 @@ import { statSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CLI, ServerProcess, cleanEnv, request, tempDir } from '../helpers/server-process.js';
 
-function ctl(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+const ctl = (args: string[]) => fleetplane(['ctl', ...args]);
+
+function fleetplane(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, 'ctl', ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));
@@ -41,6 +43,13 @@ t.test('fleetplane ctl steers a running server through its 0600 control socket',
   const uncordon = await ctl(['cordon', '--master', '--value', 'false', '--data-dir', dataDir]);
   t.equal(uncordon.status, 0, uncordon.stderr);
   t.equal((await request(server.port, '/whoami')).status, 200, 'uncordoned through the primary');
+
+  const table = await fleetplane(['status', '--data-dir', dataDir]);
+  t.equal(table.status, 0, table.stderr);
+  const [header, ...rows] = table.stdout.trimEnd().split('\n');
+  t.match(header, /^SERVER +PROCESS +PID +STATE +UPTIME +CONNECTIONS +RSS$/, 'fleetplane status: a table with a header');
+  t.same(rows.map((row) => row.split(/ {2,}/)[1]).sort(), ['primary', 'worker 1', 'worker 2'], 'a row per process');
+  t.ok(rows.every((row) => / \d+ MiB$/.test(row) && / (ready|running|degraded) /.test(row)), 'with its state and memory');
 
   const absent = await ctl(['status', '--worker', '7', '--json', '--data-dir', dataDir]);
   t.equal(absent.status, 1, 'a worker that does not exist is missing, and ctl exits 1');
