@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # Build stage: compile TypeScript and the native SQLite binding, then drop dev dependencies.
-FROM node:20-bookworm-slim AS build
+# Node 24 is the active LTS line; the code itself runs on Node 20.19 and later too.
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
@@ -16,7 +17,7 @@ COPY cli ./cli
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: compiled JavaScript only, as the unprivileged `node` user.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     FLEETPLANE_DATA_DIR=/data \
     FLEETPLANE_HTTP_PORT=8080
@@ -28,10 +29,14 @@ RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
 EXPOSE 8080 8090
-# The primary finishes in-flight requests on SIGTERM (shutdown.timeoutMs, default 12 s): give the
-# container's stop timeout more than that (docker stop -t 20).
+# Configuration: mount a file at /app/fleetplane.config.json (read from the working directory), or set
+# FLEETPLANE_* variables. The data directory is the /data volume.
+# The primary finishes in-flight requests on SIGTERM (shutdown.timeoutMs, default 12 s): Docker's default
+# stop timeout is 10 s, so give it more (`docker stop -t 30`, compose `stop_grace_period: 30s`).
 STOPSIGNAL SIGTERM
-HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.FLEETPLANE_HTTP_PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# Asked through the control socket in /data, not over HTTP: it needs neither the port (wherever the
+# configuration put it) nor a host name, and no tenant's state (shedding, cordons) changes its answer.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["node", "dist/cli/main.js", "ctl", "status", "--master", "--timeout", "3000"]
 ENTRYPOINT ["node", "dist/cli/main.js"]
 CMD ["start"]
