@@ -77,6 +77,8 @@ export async function init(config: FleetplaneConfig | LoadedConfig | undefined, 
   // Before anything is bound: a bad FLEETPLANE_SECRETS_KEY or key file stops the start with its reason.
   const secrets = SecretKeyring.fromEnvironment(secretsKeyFile(resolved), env);
   const server = new Server(serverId, 0, decision.count, resolved, log);
+  // After a rolling restart or a recycle, this line is how an operator tells which pids serve.
+  server.on('worker:ready', ({ workerId, pid }) => log.info({ targetWorker: workerId, pid }, 'worker ready'));
   for (const plugin of options.plugins ?? []) server.use(plugin);
   const data = await openDataServices(resolved, log.child({ component: 'authorize' }));
   await sealPlaintextAtStart(data.db, secrets, log.child({ component: 'secrets' }));

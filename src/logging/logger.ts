@@ -19,6 +19,31 @@ export const REDACTED_PATHS = [
   '*.*.secret',
 ];
 
+/** A URL as logged: the path as it is, every query value replaced (a token in a query must not reach the log). */
+export function redactedUrl(url: string): string {
+  const query = url.indexOf('?');
+  return query < 0 ? url : `${url.slice(0, query + 1)}${url.slice(query + 1).replace(/=[^&]*/g, '=[redacted]')}`;
+}
+
+interface LoggedRequest {
+  method?: string;
+  url?: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number };
+}
+
+/**
+ * Fields of the record itself. Every record carries the emitting process as `worker` (0: the primary); a
+ * record about another worker (the primary's "worker crashed") names it `targetWorker`, so no record has
+ * the field twice.
+ */
+function logFields(object: Record<string, unknown>): Record<string, unknown> {
+  if (!Object.hasOwn(object, 'worker')) return object;
+  const { worker, ...rest } = object;
+  return { ...rest, targetWorker: worker };
+}
+
 export interface LoggerOptions {
   level?: string;
   name?: string;
@@ -33,6 +58,17 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       level: options.level ?? 'info',
       base: { pid: process.pid, ...options.base },
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      formatters: { log: logFields },
+      serializers: {
+        // Fastify's request serializer, with the query's values redacted.
+        req: (request: LoggedRequest) => ({
+          method: request.method,
+          url: request.url === undefined ? undefined : redactedUrl(request.url),
+          host: request.host,
+          remoteAddress: request.ip,
+          remotePort: request.socket?.remotePort,
+        }),
+      },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
     options.destination,
