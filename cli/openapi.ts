@@ -21,10 +21,11 @@ Options:
 
 /**
  * The document every worker serves at `/openapi.json`, from an app built over a stand-in server with the
- * default configuration: nothing listens, nothing is opened, and nothing machine-specific gets in.
+ * default configuration (plus `settings`, for tests): nothing listens, nothing is opened, and nothing
+ * machine-specific gets in.
  */
-export async function generateOpenApi(): Promise<string> {
-  const config = loadConfig({ env: {}, object: { dataDir: path.join(tmpdir(), 'fleetplane-openapi') } }).config;
+export async function generateOpenApi(settings: Record<string, unknown> = {}): Promise<string> {
+  const config = loadConfig({ env: {}, object: { dataDir: path.join(tmpdir(), 'fleetplane-openapi'), ...settings } }).config;
   const server = {
     id: 'openapi',
     workerId: 0,

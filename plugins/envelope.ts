@@ -4,7 +4,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifySchema, FastifyRequest, R
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * An envelope route (SPEC 9.1): POST only (other methods 405 with `Allow: POST`), `application/json` only
+     * An envelope route: POST only (other methods 405 with `Allow: POST`), `application/json` only
      * (415), every reply `Cache-Control: no-store`. Body size (413) and JSON and prototype poisoning (400) are
      * the app's body parser settings, shared by every route.
      */
@@ -45,7 +45,7 @@ const methodNotAllowed = async (request: FastifyRequest, reply: FastifyReply) =>
 const asList = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 
 /**
- * SPEC 9.1 for every route declared with `config: { envelope: true }`. Prefix boundaries (9.2) come from the
+ * The envelope contract for every route declared with `config: { envelope: true }`. Prefix boundaries come from the
  * router: `/api` and `/api/*` are separate routes, so `/apis` matches neither and gets the 404.
  */
 const envelope: FastifyPluginAsync = async (app) => {

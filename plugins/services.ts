@@ -12,13 +12,13 @@ export type ServerContext = Pick<Server, 'id' | 'workerId' | 'config' | 'getHeal
 declare module 'fastify' {
   interface FastifyInstance {
     fleetplane: ServerContext;
-    /** SPEC 7: the server's store (undefined for a stand-in server without one). */
+    /** The server's store (undefined for a stand-in server without one). */
     db: Server['db'] | undefined;
-    /** SPEC 4: the cluster storage of this process. */
+    /** The cluster storage of this process. */
     storage: Server['storage'] | undefined;
-    /** SPEC 6: the mesh (in a worker, `send` goes through the primary). */
+    /** The mesh (in a worker, `send` goes through the primary). */
     mesh: Server['mesh'] | undefined;
-    /** SPEC 5: `send` / `request` envelopes. */
+    /** `send` / `request` envelopes. */
     ipc: { send(envelope: unknown): Promise<void>; request(envelope: unknown, timeoutMs?: number): ReturnType<Server['request']> };
   }
 }

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ErrorReply } from '../schemas/common.js';
-import { ApiPathParams, ApiPathRequest, ApiReply, ApiRequest, UpstreamErrorReply } from '../schemas/api.js';
+import { ApiPathParams, ApiPathRequest, ApiReply, ApiRequest, upstreamErrorReply } from '../schemas/api.js';
+import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ApiError } from '../src/api/errors.js';
 import type { Server } from '../src/server.js';
 
@@ -43,10 +43,35 @@ function checkEnvelope(request: FastifyRequest, reply: FastifyReply): boolean {
   return true;
 }
 
-/** `POST /api`, `POST /api/*` (SPEC 10): an authorized envelope → the organization's provider → `{ status, data }`. */
+/** `POST /api`, `POST /api/*`: an authorized envelope → the organization's provider → `{ status, data }`. */
 const api: FastifyPluginAsyncTypebox = async (app) => {
   const server = app.fleetplane as Partial<Pick<Server, 'api'>>;
-  const responses = { 200: ApiReply, 400: ErrorReply, 403: ErrorReply, 404: ErrorReply, 405: ErrorReply, 413: ErrorReply, 415: ErrorReply, 422: ErrorReply, 502: UpstreamErrorReply, 503: ErrorReply, 504: UpstreamErrorReply };
+  const responses = {
+    200: ApiReply,
+    400: errorReply(
+      'The body is not valid JSON, or the envelope does not fit the endpoint',
+      ENVELOPE_ERRORS.invalidJson,
+      { code: 'invalid_request', message: 'method: is required' },
+      { code: 'url_not_supported', message: 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl' },
+      { code: 'method_mismatch', message: 'method: endpoint "create" of api "items" is "post", not "get"' },
+      { code: 'invalid_path_parameter', message: 'data.id: path parameter is required' },
+    ),
+    403: errorReply('The key is missing, unknown, revoked or expired, or may not call this endpoint', ENVELOPE_ERRORS.notAuthorized, permissionDenied('post'), ENVELOPE_ERRORS.malformedAuthorization),
+    404: errorReply('The organization has no such API provider or endpoint', { code: 'unknown_api', message: 'no api "items" in this organization' }, { code: 'unknown_endpoint', message: 'api "items" has no endpoint "archive"' }),
+    413: errorReply('The body is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
+    422: errorReply('The stored provider definition is not valid', { code: 'invalid_provider', message: 'api "items" is not a valid provider: baseUrl: must be an http or https URL' }),
+    502: upstreamErrorReply(
+      'The upstream answered 5xx, an invalid or oversized reply, or could not be reached',
+      { code: 'upstream_failed', message: 'provider "items" answered 500', upstreamStatus: 500 },
+      { code: 'upstream_unreachable', message: 'provider "items" could not be reached' },
+    ),
+    503: errorReply(
+      'API providers are not available on this server, or a provider header secret cannot be decrypted here',
+      { code: 'unavailable', message: 'API providers are not available on this server' },
+      { code: 'secret_unreadable', message: 'api "items" cannot be used: a header secret cannot be decrypted on this server' },
+    ),
+    504: upstreamErrorReply('The upstream did not answer within the provider timeout', { code: 'upstream_timeout', message: 'provider "items" did not answer within 10000 ms' }),
+  };
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     if (!server.api) return reply.code(503).send({ error: { code: 'unavailable', message: 'API providers are not available on this server' } });
     try {
@@ -64,7 +89,16 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
     '/api',
     {
       config: { envelope: true },
-      schema: { ...common, summary: "Call an endpoint of one of the organization's API providers", body: ApiRequest },
+      schema: {
+        ...common,
+        operationId: 'callApi',
+        summary: "Call an endpoint of one of the organization's API providers",
+        description:
+          'Names the provider (`api`) and its `endpoint`; `data` fills the path parameters and the rest becomes the JSON body ' +
+          '(the query for get and head). The request goes only to the provider\'s `baseUrl`, with its configured headers, and ' +
+          "the upstream's status and body come back as `{ status, data }` (its 4xx too); its failures are 502 and 504.",
+        body: ApiRequest,
+      },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
     },
@@ -74,7 +108,14 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
     '/api/*',
     {
       config: { envelope: true },
-      schema: { ...common, summary: 'Call a provider endpoint named by the path: /api/<api>/<endpoint>', params: ApiPathParams, body: ApiPathRequest },
+      schema: {
+        ...common,
+        operationId: 'callApiByPath',
+        summary: 'Call a provider endpoint named by the path: /api/<api>/<endpoint>',
+        description: 'As `POST /api`, with the provider and endpoint in the path; a body that also names them must agree with it.',
+        params: ApiPathParams,
+        body: ApiPathRequest,
+      },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
     },

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorReply } from '../schemas/common.js';
+import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ControlReply, ControlRequest } from '../schemas/control.js';
 import { IpcError, asList } from '../src/ipc/envelope.js';
 import { assertHostControlAllowed } from '../src/state/host-control.js';
@@ -9,8 +9,8 @@ const ROUTED_FIELDS = ['method', 'data', 'server', 'cluster', 'worker', 'master'
 
 /**
  * The envelope to route, from what was authorized. Organization scope is the caller's own organization:
- * always for a tenant (SPEC 8.4: authorization refused it any server-level target, so it reaches only the
- * workers serving its organization, here and on peers), and for a platform key when the body asked for it.
+ * always for a tenant (authorization refused it any server-level target, so it reaches only the workers
+ * serving its organization, here and on peers), and for a platform key when the body asked for it.
  */
 export function controlEnvelope(authorized: AuthorizedEnvelope, requestedScope: boolean): Record<string, unknown> {
   const envelope: Record<string, unknown> = {};
@@ -27,10 +27,38 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
       config: { envelope: true },
       schema: {
         tags: ['control'],
+        operationId: 'sendControlEnvelope',
         summary: 'Send a control envelope (status, cordon, drain, shed, restart, reboot, shutdown, custom) to targets',
+        description:
+          'Routes the envelope to its targets — `server`, `cluster`, `worker`, `master`, `broadcast` — here and on mesh peers, ' +
+          'and answers with the reply of each target that answered within `timeoutMs` and the list of those that did not. ' +
+          "A tenant's key reaches only the workers serving its own organization. Served even when this node's workers take no " +
+          'traffic, so a node whose workers are all cordoned can be uncordoned.',
         security: [{ bearer: [] }],
         body: ControlRequest,
-        response: { 200: ControlReply, 400: ErrorReply, 403: ErrorReply, 404: ErrorReply, 413: ErrorReply, 503: ErrorReply },
+        response: {
+          200: ControlReply,
+          400: errorReply(
+            'The body is not valid JSON, or the envelope or its target is invalid',
+            ENVELOPE_ERRORS.invalidJson,
+            { code: 'invalid_request', message: 'wroker: unknown field' },
+            { code: 'no_target', message: 'the envelope names no target (server, cluster, worker, master, broadcast or organization_id)' },
+            { code: 'bad_request', message: 'confirm must be this server\'s id ("srv-a")' },
+          ),
+          403: errorReply(
+            'The key is missing, unknown, revoked or expired, may not send this method, or asks for host control where it is disabled',
+            ENVELOPE_ERRORS.notAuthorized,
+            permissionDenied('cordon'),
+            {
+              code: 'platform_only',
+              message: 'the "worker" target selects server processes; only the platform organization may use it (a tenant\'s envelopes are scoped to its organization)',
+            },
+            { code: 'forbidden', message: 'host control is disabled on this server (lifecycle.hostControl)' },
+          ),
+          404: errorReply('The primary has no handler for this method', { code: 'unknown_method', message: 'no handler for "rotate"' }),
+          413: errorReply('The body is larger than 1 MiB, or the envelope is larger than IPC carries', ENVELOPE_ERRORS.tooLarge),
+          503: errorReply('The envelope could not be routed: the primary did not answer', { code: 'unavailable', message: 'internal error' }),
+        },
       },
       preHandler: app.authorizeEnvelope,
     },

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorReply } from '../schemas/common.js';
 import { CrudReply, CrudRequest } from '../schemas/crud.js';
+import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { CrudError } from '../src/crud/errors.js';
 import { runCrud } from '../src/crud/run.js';
 
 type Status = 400 | 403 | 409 | 413 | 503;
 
-/** `POST /crud` (SPEC 7.3): object.create/read/update/delete on a collection of the caller's organization. */
+/** `POST /crud`: object.create/read/update/delete on a collection of the caller's organization. */
 const crud: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/crud',
@@ -14,10 +14,29 @@ const crud: FastifyPluginAsyncTypebox = async (app) => {
       config: { envelope: true },
       schema: {
         tags: ['data'],
+        operationId: 'crud',
         summary: "Create, read, update or delete documents of the caller's organization",
+        description:
+          'One envelope per call: `object.create` inserts `documents`, `object.read` returns the documents matching `filter` ' +
+          '(with `sort` and `limit`), `object.update` applies `update` to the matches, `object.delete` removes them. Only the ' +
+          "caller's organization is ever read or written; fields that hold secrets are shown as `[redacted]` and cannot be queried.",
         security: [{ bearer: [] }],
         body: CrudRequest,
-        response: { 200: CrudReply, 400: ErrorReply, 403: ErrorReply, 405: ErrorReply, 409: ErrorReply, 413: ErrorReply, 415: ErrorReply, 503: ErrorReply },
+        response: {
+          200: CrudReply,
+          400: errorReply(
+            'The body is not valid JSON, or the envelope is not valid for its method',
+            ENVELOPE_ERRORS.invalidJson,
+            { code: 'invalid_request', message: 'collection: is required' },
+            { code: 'invalid_envelope', message: 'documents: not used by object.read' },
+            { code: 'secret_field', message: 'headers.Authorization: apis.headers holds secrets and cannot be queried' },
+            { code: 'read_only', message: 'organizations are changed with "fleetplane apply" or "fleetplane init", not through /crud' },
+          ),
+          403: errorReply('The key is missing, unknown, revoked or expired, or may not use this method on this collection', ENVELOPE_ERRORS.notAuthorized, permissionDenied('object.delete'), ENVELOPE_ERRORS.revoked),
+          409: errorReply('A document with the same unique field already exists', { code: 'duplicate_key', message: 'a document with the same organization_id_1_name_1 already exists' }),
+          413: errorReply('The body is larger than 1 MiB, or a document is larger than the store takes', ENVELOPE_ERRORS.tooLarge),
+          503: errorReply('The data store is not available on this server', { code: 'unavailable', message: 'the data store is not available on this server' }),
+        },
       },
       preHandler: app.authorizeEnvelope,
     },

@@ -1,6 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { ErrorReply } from '../schemas/common.js';
+import { errorReply, permissionDenied } from '../schemas/errors.js';
+
+const EXAMPLE = [
+  '# HELP fleetplane_worker_restarts_total Workers forked to replace a crashed one',
+  '# TYPE fleetplane_worker_restarts_total counter',
+  'fleetplane_worker_restarts_total 0',
+  '# HELP fleetplane_connections_handed_total Connections handed to workers',
+  '# TYPE fleetplane_connections_handed_total counter',
+  'fleetplane_connections_handed_total 1532',
+  '',
+].join('\n');
 
 /** Prometheus text aggregated over the primary and every worker; a key with `metrics.read` unless public. */
 const metrics: FastifyPluginAsyncTypebox = async (app) => {
@@ -10,8 +20,18 @@ const metrics: FastifyPluginAsyncTypebox = async (app) => {
     {
       schema: {
         tags: ['probes'],
+        operationId: 'getMetrics',
         summary: 'Prometheus metrics of the whole server',
-        response: { 200: Type.String(), 403: ErrorReply },
+        description:
+          'The primary and every worker, aggregated, in the Prometheus text format (version 0.0.4). Needs a key with ' +
+          '`metrics.read` unless `metrics.public` is set. Never redirected: while no worker serves, the primary answers it.',
+        response: {
+          200: {
+            description: 'Prometheus text exposition format, version 0.0.4',
+            content: { 'text/plain': { schema: Type.String({ description: 'Prometheus text format' }), example: EXAMPLE } },
+          },
+          403: errorReply('The key is missing, unknown, revoked or expired, or lacks `metrics.read`', { code: 'forbidden', message: 'this request is not authorized here' }, permissionDenied('metrics.read')),
+        },
       },
       ...(open ? {} : { preHandler: app.requirePermission('metrics.read') }),
     },

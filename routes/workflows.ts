@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ErrorReply } from '../schemas/common.js';
-import { WorkflowErrorReply, WorkflowParams, WorkflowReply, WorkflowRequest } from '../schemas/workflows.js';
+import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
+import { WorkflowParams, WorkflowReply, WorkflowRequest, workflowErrorReply } from '../schemas/workflows.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
 import { WorkflowError } from '../src/workflows/errors.js';
 import type { Server } from '../src/server.js';
@@ -11,7 +11,7 @@ type Status = 400 | 403 | 404 | 422 | 502 | 503 | 504;
 
 /**
  * Before validation and authorization: the body holds the inputs under the workflow's name and nothing else,
- * and the route names the method (SPEC 11.1), so a key's permission for `workflow.<name>` is what is checked.
+ * and the route names the method, so a key's permission for `workflow.<name>` is what is checked.
  */
 function prepareEnvelope(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   // Callback style (no promise per request); a refusal answers and does not call `done`.
@@ -33,7 +33,7 @@ function prepareEnvelope(request: FastifyRequest, reply: FastifyReply, done: () 
   done();
 }
 
-/** `POST /workflows/<name>` (SPEC 11): one run per input, results in order under the workflow's name. */
+/** `POST /workflows/<name>`: one run per input, results in order under the workflow's name. */
 const workflows: FastifyPluginAsyncTypebox = async (app) => {
   const server = app.fleetplane as Partial<Pick<Server, 'workflow'>>;
   app.post(
@@ -42,11 +42,40 @@ const workflows: FastifyPluginAsyncTypebox = async (app) => {
       config: { envelope: true },
       schema: {
         tags: ['workflows'],
+        operationId: 'runWorkflow',
         summary: 'Run a workflow once per input',
+        description:
+          'The body holds the inputs under the workflow name: `{ "<name>": [input, ...] }` (at most 100). Each input is one run; ' +
+          'the results come back in the order of the inputs. The key needs the permission `workflow.<name>`. The first run that ' +
+          'fails decides the answer, which names the failing step.',
         security: [{ bearer: [] }],
         params: WorkflowParams,
         body: WorkflowRequest,
-        response: { 200: WorkflowReply, 400: WorkflowErrorReply, 403: ErrorReply, 404: ErrorReply, 405: ErrorReply, 413: ErrorReply, 415: ErrorReply, 422: WorkflowErrorReply, 502: WorkflowErrorReply, 503: ErrorReply, 504: WorkflowErrorReply },
+        response: {
+          200: WorkflowReply,
+          400: workflowErrorReply(
+            'The body is not valid JSON, not `{ "<name>": [input, ...] }`, or an input lacks a value the workflow reads',
+            ENVELOPE_ERRORS.invalidJson,
+            { code: 'invalid_request', message: 'make-item: is required, a list of inputs' },
+            { code: 'method_mismatch', message: 'method: this route runs "workflow.make-item", not "workflow.other"' },
+            { code: 'missing_reference', message: '${input.title} has no value' },
+          ),
+          403: errorReply('The key is missing, unknown, revoked or expired, or may not run this workflow', ENVELOPE_ERRORS.notAuthorized, permissionDenied('workflow.make-item'), ENVELOPE_ERRORS.expired),
+          404: errorReply('The organization has no workflow of this name', { code: 'unknown_workflow', message: 'no workflow "make-item"' }),
+          413: errorReply('The body is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
+          422: workflowErrorReply(
+            'The stored workflow cannot run: it is invalid, nests too deeply, or a step was refused',
+            { code: 'invalid_workflow', message: 'workflow "make-item" is not valid: steps.0.api: is required' },
+            { code: 'step_failed', message: 'step "create": no api "items" in this organization', step: 'create' },
+          ),
+          502: workflowErrorReply('A step\'s provider or target failed', { code: 'step_failed', message: 'step "create": provider "items" answered 500', step: 'create' }),
+          503: errorReply('Workflows are not available on this server', { code: 'unavailable', message: 'workflows are not available on this server' }),
+          504: workflowErrorReply('A run did not finish within the workflow time limit', {
+            code: 'workflow_timeout',
+            message: 'step "create": workflow "make-item" did not finish within 30000 ms',
+            step: 'create',
+          }),
+        },
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,

@@ -11,7 +11,7 @@ const fields = {
   apikey: Type.Optional(Type.String({ description: 'Key, when not sent as Authorization: Bearer' })),
 };
 
-/** `POST /api` (SPEC 10.2). There is no `url` field: a request never leaves the provider's baseUrl. */
+/** `POST /api`. There is no `url` field: a request never leaves the provider's baseUrl. */
 export const ApiRequest = Type.Object(
   { api: Name, endpoint: Name, ...fields },
   {
@@ -38,16 +38,19 @@ export const ApiReply = Type.Object(
     status: Type.Integer({ description: "The upstream's HTTP status (4xx replies pass through here)" }),
     data: Type.Unknown({ description: "The upstream's body, JSON-parsed when it is JSON" }),
   },
-  { $id: 'ApiReply', examples: [{ status: 201, data: { id: '42', title: 'Item hi' } }] },
+  { $id: 'ApiReply', description: "The upstream's answer: its status and body", examples: [{ status: 201, data: { id: '42', title: 'Item hi' } }] },
 );
 
-export const UpstreamErrorReply = Type.Object(
-  {
-    error: Type.Object({
-      code: Type.String({ examples: ['upstream_failed'] }),
-      message: Type.String({ examples: ['provider "items" answered 500'] }),
-      upstreamStatus: Type.Optional(Type.Integer({ description: 'What the upstream answered, when it answered' })),
-    }),
-  },
-  { $id: 'UpstreamErrorReply', description: 'The upstream failed (502) or did not answer in time (504)' },
-);
+/** The upstream failed (502) or did not answer in time (504): what it answered, when it answered. */
+export function upstreamErrorReply(description: string, ...examples: Array<{ code: string; message: string; upstreamStatus?: number }>) {
+  return Type.Object(
+    {
+      error: Type.Object({
+        code: Type.String({ description: 'Stable, machine-readable' }),
+        message: Type.String({ description: 'Names the provider' }),
+        upstreamStatus: Type.Optional(Type.Integer({ description: 'What the upstream answered, when it answered' })),
+      }),
+    },
+    { description, examples: examples.map((error) => ({ error })) },
+  );
+}

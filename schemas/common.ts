@@ -11,12 +11,14 @@ export const ErrorReply = Type.Object(
 );
 export type ErrorReply = Static<typeof ErrorReply>;
 
-export const ProbeReply = Type.Object(
-  {
-    status: Type.String({ examples: ['ready'], description: 'Status of the answering process' }),
-    server: Type.String({ description: 'Server id' }),
-    worker: Type.Integer({ minimum: 0, description: 'Worker number (0 = the primary)' }),
-  },
-  { $id: 'ProbeReply' },
-);
+const probeFields = {
+  status: Type.String({ examples: ['ready'], description: 'Status of the answering process' }),
+  server: Type.String({ description: 'Server id' }),
+  worker: Type.Integer({ minimum: 0, description: 'Worker number (0 = the primary)' }),
+};
+
+export const ProbeReply = Type.Object(probeFields, { $id: 'ProbeReply' });
 export type ProbeReply = Static<typeof ProbeReply>;
+
+/** A probe's answer, with what it means for the probe that gives it. */
+export const probeReply = (description: string, example: ProbeReply) => Type.Object(probeFields, { description, examples: [example] });

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { IpcEnvelopeSchema } from '../src/ipc/envelope.js';
 
-/** `POST /control` body: an IPC envelope of SPEC 5.2, plus the key when it is not sent as a Bearer token. */
+/** `POST /control` body: an IPC envelope, plus the key when it is not sent as a Bearer token. */
 export const ControlRequest = Type.Object(
   {
     ...IpcEnvelopeSchema.properties,
@@ -34,6 +34,7 @@ export const ControlReply = Type.Object(
   },
   {
     $id: 'ControlReply',
+    description: 'One reply per target that answered in time (each with its own `ok`), and the targets that did not',
     examples: [{ id: '0b7e2c1e-6a4f-4a55-9c43-2f1b4d0e9a10', replies: [{ server: 'srv-a', worker: 1, ok: true, result: { status: 'ready' } }], missing: [] }],
   },
 );

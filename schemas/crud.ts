@@ -13,6 +13,7 @@ export const CrudReply = Type.Object(
   },
   {
     $id: 'CrudReply',
+    description: 'What the method did: the ids it inserted, the documents it read, or how many it matched, changed or deleted',
     examples: [{ documents: [{ _id: '0190c0ffee0000a1b2c3d4e5', organization_id: '0190c0ffee0000f00d', name: 'items', baseUrl: 'https://items.example.com' }] }, { matchedCount: 1, modifiedCount: 1 }],
   },
 );

@@ -14,5 +14,5 @@ export const WebhookReply = Type.Object(
     event: Type.String({ examples: ['push'] }),
     workflow: Type.Union([Type.String(), Type.Null()], { examples: ['make-item'] }),
   },
-  { $id: 'WebhookReply', examples: [{ accepted: true, event: 'push', workflow: 'make-item' }] },
+  { $id: 'WebhookReply', description: 'The delivery was verified; whether its event starts a workflow', examples: [{ accepted: true, event: 'push', workflow: 'make-item' }] },
 );

@@ -8,7 +8,7 @@ export const WorkflowParams = Type.Object(
   { additionalProperties: false },
 );
 
-/** `POST /workflows/<name>` (SPEC 11.1): `{ "<name>": [input, ...] }`. */
+/** `POST /workflows/<name>`: `{ "<name>": [input, ...] }`. */
 export const WorkflowRequest = Type.Object(
   {
     method: Type.Optional(Type.String({ description: 'Set by the route to "workflow.<name>"; any other value is refused' })),
@@ -33,13 +33,16 @@ export const WorkflowReply = Type.Object(
   },
 );
 
-export const WorkflowErrorReply = Type.Object(
-  {
-    error: Type.Object({
-      code: Type.String({ examples: ['step_failed'] }),
-      message: Type.String({ examples: ['step "create": provider "items" answered 500'] }),
-      step: Type.Optional(Type.String({ description: 'The failing step' })),
-    }),
-  },
-  { $id: 'WorkflowErrorReply', description: 'A run failed; the message names the step' },
-);
+/** A refused or failed run; when a step failed, the message and `step` name it. */
+export function workflowErrorReply(description: string, ...examples: Array<{ code: string; message: string; step?: string }>) {
+  return Type.Object(
+    {
+      error: Type.Object({
+        code: Type.String({ description: 'Stable, machine-readable' }),
+        message: Type.String({ description: 'Names the failing step, when one failed' }),
+        step: Type.Optional(Type.String({ description: 'The failing step' })),
+      }),
+    },
+    { description, examples: examples.map((error) => ({ error })) },
+  );
+}

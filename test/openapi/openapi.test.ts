@@ -85,3 +85,88 @@ t.test('a worker serves the same document at /openapi.json, and /docs with its a
     t.ok((await reply.arrayBuffer()).byteLength > 0);
   }
 });
+
+type Operation = OpenAPIV3_1.OperationObject;
+type Response = OpenAPIV3_1.ResponseObject;
+const operations = ROUTES.map(([method, route]) => [`${method} ${route}`, (document.paths![route] as Record<string, Operation>)[method]!] as const);
+const responsesOf = (operation: Operation) => Object.entries(operation.responses ?? {}) as Array<[string, Response]>;
+/** Routes the node answers itself even while it serves nothing else. */
+const ALWAYS_SERVED = new Set(['get /healthz', 'get /readyz', 'get /metrics', 'post /control']);
+const ENVELOPE_ROUTES = ROUTES.filter(([method]) => method === 'post').map(([method, route]) => `${method} ${route}`);
+
+t.test('every operation has a unique operationId and a description; every response says what it means', async (t) => {
+  const ids = operations.map(([, operation]) => operation.operationId);
+  t.ok(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id)), 'camelCase operation ids');
+  t.equal(new Set(ids).size, ids.length, 'no two operations share an id');
+  for (const [name, operation] of operations) {
+    t.ok((operation.description ?? '').length > 40, `${name} is described`);
+    for (const [status, response] of responsesOf(operation)) t.notMatch(response.description, /^(Default Response|)$/, `${name} ${status}`);
+  }
+  t.notMatch(text, /Default Response/);
+});
+
+t.test('responses without JSON declare what they carry: text for metrics, HTML for the docs, nothing for 101 and 307', async (t) => {
+  const response = (route: string, method: string, status: string) => (document.paths![route] as Record<string, Operation>)[method]!.responses![status] as Response;
+  t.same(Object.keys(response('/metrics', 'get', '200').content ?? {}), ['text/plain']);
+  t.same(Object.keys(response('/docs', 'get', '200').content ?? {}), ['text/html']);
+  t.equal(response('/ws', 'get', '101').content, undefined);
+  for (const [name, operation] of operations) {
+    const redirect = operation.responses?.['307'] as Response | undefined;
+    if (redirect) t.equal(redirect.content, undefined, `${name} 307 has no body`);
+  }
+});
+
+t.test('the fallback 307 and 503 are declared where the fallback can answer, with their headers; never on probes, metrics or /control', async (t) => {
+  for (const [name, operation] of operations) {
+    const redirect = operation.responses?.['307'] as Response | undefined;
+    const unavailable = operation.responses?.['503'] as Response | undefined;
+    if (ALWAYS_SERVED.has(name)) {
+      t.equal(redirect, undefined, `${name} is never redirected`);
+      continue;
+    }
+    t.ok(redirect?.headers?.Location, `${name} 307 with Location`);
+    t.ok(unavailable?.headers?.['Retry-After'], `${name} 503 with Retry-After`);
+    const examples = Object.keys(unavailable?.content?.['application/json']?.examples ?? {});
+    t.ok(examples.includes('no_worker_serving') && examples.includes('organization_shed'), `${name} 503 shows both fallback answers`);
+  }
+});
+
+t.test('envelope routes declare Cache-Control on every answer, Allow on 405, 415, and Retry-After on 429', async (t) => {
+  for (const name of ENVELOPE_ROUTES) {
+    const operation = operations.find(([candidate]) => candidate === name)![1];
+    for (const [status, response] of responsesOf(operation)) t.ok(response.headers?.['Cache-Control'], `${name} ${status} Cache-Control`);
+    t.ok((operation.responses?.['405'] as Response).headers?.Allow, `${name} 405 Allow`);
+    t.ok(operation.responses?.['415'], `${name} 415`);
+    const limited = operation.responses?.['429'] as Response | undefined;
+    if (limited) t.ok(limited.headers?.['Retry-After'], `${name} 429 Retry-After`);
+  }
+  t.ok(operations.find(([name]) => name === 'post /control')![1].responses?.['429'], '/control takes a key, so it can answer 429');
+});
+
+t.test('every error status has examples in the error shape, named by their code (the fallback\'s by what happened)', async (t) => {
+  for (const [name, operation] of operations) {
+    for (const [status, response] of responsesOf(operation)) {
+      const json = response.content?.['application/json'];
+      if (Number(status) < 400 || !json) continue;
+      const examples = Object.entries(json.examples ?? {}) as Array<[string, OpenAPIV3_1.ExampleObject]>;
+      if (name === 'get /readyz' && status === '503') continue; // a probe's answer, not an error
+      t.ok(examples.length > 0, `${name} ${status} has examples`);
+      for (const [exampleName, example] of examples) {
+        const { code } = (example.value as { error: { code: string } }).error;
+        const expected = code === 'unavailable' ? /^(unavailable(_\d+)?|no_worker_serving|organization_shed)$/ : new RegExp(`^${code}(_\\d+)?$`);
+        t.match(exampleName, expected, `${name} ${status} ${exampleName}`);
+      }
+    }
+  }
+  const crudForbidden = Object.keys(((document.paths!['/crud'] as Record<string, Operation>).post!.responses!['403'] as Response).content!['application/json']!.examples!);
+  t.ok(crudForbidden.includes('permission_denied'), 'the codes are those the route answers with');
+});
+
+t.test('the document cites nothing users do not have, and carries the license and servers', async (t) => {
+  t.notMatch(text, /\bSPEC\b/);
+  const pkg = JSON.parse(readFileSync(path.resolve(path.dirname(COMMITTED), '..', 'package.json'), 'utf8')) as { license: string };
+  t.same(document.info.license, { name: pkg.license, identifier: pkg.license });
+  t.same(document.servers?.map((server) => server.url), ['/'], 'relative to where the document is served, by default');
+  const configured = JSON.parse(await generateOpenApi({ server: { publicUrl: 'https://fleet.example.com/' } })) as OpenAPIV3_1.Document;
+  t.same(configured.servers?.map((server) => server.url), ['https://fleet.example.com'], 'server.publicUrl when configured');
+});

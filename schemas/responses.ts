@@ -1,0 +1,65 @@
+import { Type } from '@sinclair/typebox';
+import { errorReply, type ErrorExample } from './errors.js';
+
+/** Response headers as the document declares them (a schema per header, described). */
+export const HEADERS = {
+  cacheControl: { 'Cache-Control': { type: 'string', enum: ['no-store'], description: 'Replies are never cached' } },
+  allow: { Allow: { type: 'string', enum: ['POST'], description: 'The only method this path takes' } },
+  retryAfter: { 'Retry-After': { type: 'integer', minimum: 1, description: 'Seconds to wait before trying again' } },
+  location: { Location: { type: 'string', format: 'uri', description: 'Where to repeat the request: the fallback target plus the original path and query' } },
+  connection: { Connection: { type: 'string', enum: ['close'], description: 'The connection is closed after this reply' } },
+} as const;
+
+export const DUPLICATE_HEADER: ErrorExample = { code: 'duplicate_header', message: 'the Host header may appear only once' };
+export const TOO_MANY_FAILURES: ErrorExample = { code: 'too_many_requests', message: 'too many failed authentications from this address: retry in 30 s' };
+export const FALLBACK_UNAVAILABLE: ErrorExample = { code: 'unavailable', message: 'no worker is serving on this node; retry later' };
+export const SHED_UNAVAILABLE: ErrorExample = { code: 'unavailable', message: 'this organization is not served on this node right now; retry later' };
+/** Names for examples whose code alone does not tell them apart. */
+export const EXAMPLE_NAMES: ReadonlyMap<string, string> = new Map([
+  [FALLBACK_UNAVAILABLE.message, 'no_worker_serving'],
+  [SHED_UNAVAILABLE.message, 'organization_shed'],
+]);
+
+/** Every route: the request guard refuses a duplicated `Host` or `Authorization` header before any route runs. */
+export const DUPLICATE_HEADER_REPLY = errorReply('Refused before routing: the request has more than one `Host` or `Authorization` header', DUPLICATE_HEADER);
+
+/** Every route that takes a key: an address past its failed-authentication limit. */
+export const TOO_MANY_FAILURES_REPLY = errorReply('Too many failed authentications from this client address; retry after `Retry-After` seconds', TOO_MANY_FAILURES);
+
+/** Every envelope route, for any method but POST. */
+export const METHOD_NOT_ALLOWED_REPLY = errorReply('Any method but POST: envelopes are POSTed (see `Allow`)', {
+  code: 'method_not_allowed',
+  message: 'GET is not allowed here; envelopes are POSTed',
+});
+
+/** Every envelope route, for a body that is not `application/json`. */
+export const UNSUPPORTED_MEDIA_TYPE_REPLY = errorReply('The request `Content-Type` is not `application/json`', {
+  code: 'unsupported_media_type',
+  message: 'content-type must be application/json',
+});
+
+/**
+ * The fallback: this node does not serve the request (no worker takes traffic, or the organization is shed
+ * here), and a load balancer URL or a mesh peer is known to send it to instead. No body.
+ */
+export const FALLBACK_REDIRECT_REPLY = {
+  type: 'null',
+  description: 'This node does not serve the request right now (its workers are cordoned, draining or starting, or the organization is shed here): repeat it at `Location`',
+  headers: { ...HEADERS.location, ...HEADERS.cacheControl, ...HEADERS.connection },
+};
+
+/** The fallback without a place to send the request to. */
+export const FALLBACK_UNAVAILABLE_REPLY = errorReply(
+  'This node does not serve the request right now and knows no other to send it to; retry after `Retry-After` seconds',
+  FALLBACK_UNAVAILABLE,
+  SHED_UNAVAILABLE,
+);
+
+/** `GET /docs`: the UI page (its scripts and styles are separate, unlisted paths). */
+export const DOCS_PAGE_REPLY = {
+  description: 'The interactive documentation page',
+  content: { 'text/html': { schema: Type.String({ description: 'HTML' }) } },
+};
+
+/** `GET /ws`: the upgrade succeeded; from here on the connection speaks WebSocket, not HTTP. */
+export const SWITCHING_PROTOCOLS_REPLY = { type: 'null', description: 'Switching Protocols: the WebSocket is open; frames are JSON envelopes in, replies and events out' };
