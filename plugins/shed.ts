@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { normalizeHost } from '../src/auth/host.js';
+import { tenantHost } from './authorize.js';
 import type { Server } from '../src/server.js';
 
 /**
@@ -10,7 +11,7 @@ import type { Server } from '../src/server.js';
 const NEVER_SHED = new Set(['/healthz', '/readyz', '/metrics', '/control']);
 
 /**
- * Requests of a shed organization get the fallback — a 307 to the fallback target with
+ * SPEC 3.4: requests of a shed organization get the fallback — a 307 to the fallback target with
  * `Connection: close`, or 503 with `Retry-After` when there is none — so the load balancer sends them to
  * another node. Costs nothing while nothing is shed.
  */
@@ -19,7 +20,7 @@ const shed: FastifyPluginAsync = async (app) => {
   const { fallback } = server.config;
   /** Answers the fallback when the request's organization is shed; true when it did. */
   const answerIfShed = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-    const host = normalizeHost(request.host);
+    const host = normalizeHost(tenantHost(request));
     const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
     if (!organization || !server.state.isShed(organization._id)) return false;
     reply.raw.shouldKeepAlive = false;

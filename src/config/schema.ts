@@ -46,6 +46,31 @@ export const ConfigSchema = Type.Object(
           maxItems: 256,
           description: 'Proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client address; empty = trust none',
         }),
+        cors: Type.Object(
+          {
+            origins: Type.Array(Type.String({ minLength: 1, maxLength: 256, pattern: '^https?://[^/\\s]+$' }), {
+              default: [],
+              maxItems: 256,
+              description: 'Browser origins (scheme://host[:port]) allowed to call this server cross-origin; empty = CORS off',
+            }),
+            maxAgeS: Type.Integer({ minimum: 0, maximum: 86_400, default: 600, description: 'How long a browser may cache a preflight answer' }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+        compression: Type.Object(
+          {
+            enabled: Type.Boolean({ default: true, description: 'Compress JSON and text replies (br or gzip, as the client accepts)' }),
+            thresholdBytes: Type.Integer({ minimum: 0, default: 1024, description: 'Replies smaller than this are sent as they are' }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+        static: Type.Object(
+          {
+            root: Type.Optional(Type.String({ minLength: 1, description: 'Directory of static files the workers serve (default: none)' })),
+            prefix: Type.String({ minLength: 1, maxLength: 256, pattern: '^/([A-Za-z0-9._~-]+/)*$', default: '/static/', description: 'URL prefix of the static files' }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

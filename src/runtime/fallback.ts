@@ -3,6 +3,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import type { Socket } from 'node:net';
 import { duplicatedHeader, duplicateHeaderMessage } from '../http/duplicate-headers.js';
 import { answerClientError } from '../http/raw-errors.js';
+import { REQUEST_ID_HEADER, requestIdFor } from '../http/request-id.js';
 
 export interface FallbackOptions {
   serverId: string;
@@ -53,6 +54,8 @@ export class FallbackResponder {
 
   private answer(request: IncomingMessage, response: ServerResponse): void {
     response.shouldKeepAlive = false;
+    // As the workers do: the caller's valid X-Request-Id back, else a fresh one to quote.
+    response.setHeader(REQUEST_ID_HEADER, requestIdFor(request));
     const duplicated = duplicatedHeader(request.rawHeaders);
     if (duplicated) return this.json(response, 400, { error: { code: 'duplicate_header', message: duplicateHeaderMessage(duplicated) } });
     const path = (request.url ?? '/').split('?')[0];
