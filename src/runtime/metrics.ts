@@ -2,11 +2,21 @@ import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics } f
 
 export type MetricsJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
 
-/** Each worker's own registry: process metrics plus whatever the application registers. */
+/**
+ * Gauges the default collectors name `*_total`, a suffix Prometheus keeps for counters. The same figures stay
+ * available per type (`fleetplane_nodejs_active_handles{type}`...): `sum without (type)` gives the total.
+ */
+const GAUGES_NAMED_LIKE_COUNTERS = ['active_handles_total', 'active_requests_total', 'active_resources_total'].map((name) => `fleetplane_nodejs_${name}`);
+
+/**
+ * A process's own registry: process metrics (CPU, memory, heap, event loop lag, GC) labelled with the process's
+ * worker number (0 for the primary), plus whatever the application registers.
+ */
 export function createWorkerRegistry(labels: Record<string, string>): Registry {
   const registry = new Registry();
   registry.setDefaultLabels(labels);
   collectDefaultMetrics({ register: registry, prefix: 'fleetplane_' });
+  for (const name of GAUGES_NAMED_LIKE_COUNTERS) registry.removeSingleMetric(name);
   return registry;
 }
 
@@ -21,10 +31,18 @@ export class PrimaryMetrics {
   readonly workersActive = new Gauge({ name: 'fleetplane_workers_active', help: 'Workers ready to take connections', registers: [this.registry] });
   readonly workersTarget = new Gauge({ name: 'fleetplane_workers_target', help: 'Configured worker count', registers: [this.registry] });
   readonly breakerTripped = new Gauge({ name: 'fleetplane_circuit_breaker_tripped', help: '1 while the crash circuit breaker is tripped', registers: [this.registry] });
+  /** The primary's own process metrics (`worker="0"`), kept apart so its counters above carry no label. */
+  process: Registry | undefined;
+
+  /** Starts the primary's process metrics; not in single-process mode, where its worker runtime has them. */
+  trackProcess(): void {
+    this.process ??= createWorkerRegistry({ worker: '0' });
+  }
 }
 
 /** Sums the workers' registries (counters add up, gauges per label set) with the primary's own. */
-export async function aggregateMetrics(primary: Registry, workers: MetricsJson[]): Promise<string> {
-  const aggregated = AggregatorRegistry.aggregate([...workers, await primary.getMetricsAsJSON()] as Parameters<typeof AggregatorRegistry.aggregate>[0]);
+export async function aggregateMetrics(primary: Registry, workers: MetricsJson[], primaryProcess?: Registry): Promise<string> {
+  const own = [await primary.getMetricsAsJSON(), ...(primaryProcess ? [await primaryProcess.getMetricsAsJSON()] : [])];
+  const aggregated = AggregatorRegistry.aggregate([...workers, ...own] as Parameters<typeof AggregatorRegistry.aggregate>[0]);
   return aggregated.metrics();
 }

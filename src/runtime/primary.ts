@@ -59,6 +59,7 @@ export class PrimaryRuntime {
   constructor(private readonly options: PrimaryOptions) {
     const { config, log } = options;
     this.clock = options.clock ?? systemClock;
+    if (!options.local) this.metrics.trackProcess();
     const tls = config.https.key && config.https.cert ? { key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) } : undefined;
     this.fallback = new FallbackResponder({
       serverId: options.serverId,
@@ -231,7 +232,7 @@ export class PrimaryRuntime {
     return aggregateMetrics(this.metrics.registry, [
       ...results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])),
       ...local,
-    ]);
+    ], this.metrics.process);
   }
 
   /** Every serving worker's `/readyz` answers 503 until `setReady` (traffic is still served). */

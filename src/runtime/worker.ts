@@ -9,6 +9,7 @@ import { RpcChannel } from './rpc.js';
 import type { SafeEmitter } from './events.js';
 import type { WorkerStatus } from './status.js';
 import { createWorkerRegistry } from './metrics.js';
+import { HttpMetrics } from './http-metrics.js';
 import type { Registry } from 'prom-client';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { socketOf, type ConnectionHandle } from './listeners.js';
@@ -35,6 +36,8 @@ export class WorkerRuntime {
   readonly startedAt = Date.now();
   /** This process's metrics; the application may register its own here. */
   readonly registry: Registry;
+  /** Requests this process answered, by route pattern (counted by the HTTP layer). */
+  readonly httpMetrics: HttpMetrics;
 
   constructor(
     readonly config: ResolvedConfig,
@@ -49,6 +52,7 @@ export class WorkerRuntime {
     this.rpc.handle('worker.status', () => this.describe());
     this.rpc.handle('worker.metrics', () => this.metricsJson());
     this.registry = createWorkerRegistry({ worker: String(workerId) });
+    this.httpMetrics = new HttpMetrics(this.registry);
   }
 
   get status(): WorkerStatus {
