@@ -40,7 +40,8 @@ const STATUS_MEANINGS: Record<string, string> = {
 
 /** Two answers under one status: both meanings, and the examples of both. */
 function merged(existing: Schema, addition: Schema): Schema {
-  const description = [existing.description, addition.description].filter(Boolean).map((text) => text!.replace(/\.$/, '')).join('. Or: ');
+  const sentences = [existing.description, addition.description].filter((text): text is string => Boolean(text)).map((text) => text.replace(/\.$/, ''));
+  const description = sentences.map((text, index) => (index === 0 ? text : text.charAt(0).toLowerCase() + text.slice(1))).join('. Or: ');
   const seen = new Set((existing.examples ?? []).map((example) => JSON.stringify(example)));
   const extra = (addition.examples ?? []).filter((example) => !seen.has(JSON.stringify(example)));
   return { ...existing, description, examples: [...(existing.examples ?? []), ...extra] };
@@ -101,7 +102,8 @@ export function documentedResponses(declared: Responses, route: RouteFacts): Res
     const headers = { ...responses[status]!.headers };
     if ((notCached && status !== '101') || (redirected && status === '503')) Object.assign(headers, HEADERS.cacheControl);
     if (status === '405' && route.envelope) Object.assign(headers, HEADERS.allow);
-    if (status === '429' || (status === '503' && redirected)) Object.assign(headers, HEADERS.retryAfter);
+    if (status === '429') Object.assign(headers, HEADERS.retryAfter);
+    if (status === '503' && redirected) Object.assign(headers, HEADERS.fallbackRetryAfter);
     const schema = namedExamples(responses[status]!);
     documented[status] = Object.keys(headers).length > 0 ? { ...schema, headers } : schema;
   }

@@ -6,6 +6,7 @@ export const HEADERS = {
   cacheControl: { 'Cache-Control': { type: 'string', enum: ['no-store'], description: 'Replies are never cached' } },
   allow: { Allow: { type: 'string', enum: ['POST'], description: 'The only method this path takes' } },
   retryAfter: { 'Retry-After': { type: 'integer', minimum: 1, description: 'Seconds to wait before trying again' } },
+  fallbackRetryAfter: { 'Retry-After': { type: 'integer', minimum: 1, description: "Seconds to wait before trying again; sent with the fallback's answer" } },
   location: { Location: { type: 'string', format: 'uri', description: 'Where to repeat the request: the fallback target plus the original path and query' } },
   connection: { Connection: { type: 'string', enum: ['close'], description: 'The connection is closed after this reply' } },
 } as const;
@@ -21,7 +22,7 @@ export const EXAMPLE_NAMES: ReadonlyMap<string, string> = new Map([
 ]);
 
 /** Every route: the request guard refuses a duplicated `Host` or `Authorization` header before any route runs. */
-export const DUPLICATE_HEADER_REPLY = errorReply('Refused before routing: the request has more than one `Host` or `Authorization` header', DUPLICATE_HEADER);
+export const DUPLICATE_HEADER_REPLY = errorReply('The request has more than one `Host` or `Authorization` header (refused before any route runs)', DUPLICATE_HEADER);
 
 /** Every route that takes a key: an address past its failed-authentication limit. */
 export const TOO_MANY_FAILURES_REPLY = errorReply('Too many failed authentications from this client address; retry after `Retry-After` seconds', TOO_MANY_FAILURES);
