@@ -15,6 +15,10 @@ import authorize from './plugins/authorize.js';
 import envelope from './plugins/envelope.js';
 import openapi from './plugins/openapi.js';
 import shed from './plugins/shed.js';
+import requestId from './plugins/request-id.js';
+import httpHabits from './plugins/http-habits.js';
+import staticFiles from './plugins/static.js';
+import { requestIdFor } from './src/http/request-id.js';
 import health from './routes/health.js';
 import control from './routes/control.js';
 import ws from './routes/ws.js';
@@ -53,6 +57,13 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
     childLoggerFactory: lazyChildLogger as never,
     logController: new LogController({ disableRequestLogging: !config.log.requests }),
     bodyLimit: 1024 * 1024,
+    // The caller's X-Request-Id when valid, else a UUID; it is the `reqId` of every log line of the request
+    // (the log controller's default label).
+    genReqId: requestIdFor,
+    requestIdHeader: false,
+    // `request.ip` (and the access log) name the client behind a trusted proxy. Tenants are never chosen by
+    // X-Forwarded-Host, which this also makes `request.host` read: see `tenantHost`.
+    trustProxy: config.http.trustProxy.length > 0 ? config.http.trustProxy : false,
     // Unknown fields are errors that name the field, and types are never coerced: what a caller sends is
     // what is validated.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
@@ -77,7 +88,9 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   await app.register(errors);
+  await app.register(requestId);
   await app.register(requestGuard);
+  await app.register(httpHabits, { http: config.http });
   await app.register(services, { server: options.server });
   await app.register(httpMetrics);
   await app.register(authorize);
@@ -91,6 +104,7 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
     // path steps aside instead of failing the boot.
     if (options.extend) await app.register(options.extend);
     for (const routes of [health, metrics, control, ws, api, workflows, webhooks, crud] as FastifyPluginAsync[]) await app.register(yieldingTo(routes));
+    await app.register(staticFiles, { static: config.http.static });
   }
   await app.ready();
   return { app: app as unknown as FastifyInstance, http, https };
