@@ -9,7 +9,7 @@ export type EnvelopeAuthorizer = Pick<Authorizer, 'request'>;
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** SPEC 8.3: the server's authorizer (`server.authorize`). */
+    /** The server's authorizer (`server.authorize`). */
     authorize: EnvelopeAuthorizer;
     /** preHandler for envelope routes: authorizes the JSON body and exposes it as `request.envelope`. */
     authorizeEnvelope: preHandlerAsyncHookHandler;
@@ -57,7 +57,7 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
     try {
       const result = await authorizer.request(authorizationRequest(request), envelope);
       authorized.set(request, result);
-      // The organization map (SPEC 5.5) learns which workers serve which organization from here.
+      // The organization map learns which workers serve which organization from here.
       app.fleetplane?.organizations?.touch(result.organization_id);
       return undefined;
     } catch (error) {
@@ -66,7 +66,7 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
           ? error
           : new AuthorizationError('authorization_failed', 'the request could not be authorized');
       if (!(error instanceof AuthorizationError)) request.log.error({ err: error }, 'authorization failed');
-      // SPEC 8.7: past the failed-authentication limit, when the address may try again.
+      // Past the failed-authentication limit, when the address may try again.
       if (refusal.retryAfterS !== undefined) reply.header('retry-after', String(refusal.retryAfterS));
       return reply.code(refusal.statusCode).header('cache-control', 'no-store').send({ error: { code: refusal.code, message: refusal.message } });
     }

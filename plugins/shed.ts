@@ -11,7 +11,7 @@ import type { Server } from '../src/server.js';
 const NEVER_SHED = new Set(['/healthz', '/readyz', '/metrics', '/control']);
 
 /**
- * SPEC 3.4: requests of a shed organization get the fallback — a 307 to the fallback target with
+ * Requests of a shed organization get the fallback — a 307 to the fallback target with
  * `Connection: close`, or 503 with `Retry-After` when there is none — so the load balancer sends them to
  * another node. Costs nothing while nothing is shed.
  */

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorReply } from '../schemas/common.js';
+import { Type } from '@sinclair/typebox';
+import { errorReply } from '../schemas/errors.js';
 import { WebhookParams, WebhookPayload, WebhookReply } from '../schemas/webhooks.js';
 import { normalizeHost } from '../src/auth/host.js';
 import { tenantHost } from '../plugins/authorize.js';
@@ -10,7 +11,7 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 type Status = 400 | 401 | 404 | 503;
 
 /**
- * `POST /webhooks/<name>` (SPEC 12). Senders carry no key: the signature over the raw body is the proof, so
+ * `POST /webhooks/<name>`. Senders carry no key: the signature over the raw body is the proof, so
  * this route keeps the body as bytes (its own JSON parser, in this plugin only) and parses it after verifying.
  */
 const webhooks: FastifyPluginAsyncTypebox = async (app) => {
@@ -33,12 +34,32 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
       config: { envelope: true },
       schema: {
         tags: ['webhooks'],
+        operationId: 'deliverWebhook',
         summary: 'Deliver a webhook: verified on the raw body, then its event runs the mapped workflow after the reply',
-        description: 'No key: the hmac-sha256 signature (or static token) header configured for the webhook is the authorization.',
+        description:
+          'No key: the hmac-sha256 signature (or static token) header configured for the webhook is the authorization. ' +
+          'The event name comes from the configured header or payload field; when it maps to a workflow the answer is 202 and ' +
+          'the workflow runs after it (the sender never waits for it, nor sees its outcome); an event without a workflow is 200.',
         security: [],
         params: WebhookParams,
         body: WebhookPayload,
-        response: { 200: WebhookReply, 202: WebhookReply, 400: ErrorReply, 401: ErrorReply, 404: ErrorReply, 405: ErrorReply, 413: ErrorReply, 415: ErrorReply, 503: ErrorReply },
+        response: {
+          200: Type.Object(WebhookReply.properties, { description: 'Verified; no workflow is mapped to this event', examples: [{ accepted: false, event: 'ping', workflow: null }] }),
+          202: Type.Object(WebhookReply.properties, { description: 'Verified; the mapped workflow runs after this reply', examples: [{ accepted: true, event: 'push', workflow: 'make-item' }] }),
+          400: errorReply(
+            'The payload is not JSON, or it lacks the event name',
+            { code: 'invalid_body', message: 'the body is not valid JSON: Unexpected end of JSON input' },
+            { code: 'missing_event', message: 'the event name (header x-github-event) is missing' },
+          ),
+          401: errorReply('The signature or token does not match the webhook secret', { code: 'invalid_signature', message: 'the delivery is not signed with the secret of webhook "github"' }),
+          404: errorReply('No webhook of this name for the request host', { code: 'unknown_webhook', message: 'no webhook "github"' }),
+          413: errorReply('The payload is larger than 1 MiB', { code: 'payload_too_large', message: 'Request body is too large' }),
+          503: errorReply(
+            'Webhooks are not available on this server, or this webhook is misconfigured',
+            { code: 'webhook_unavailable', message: 'webhooks are not available on this server' },
+            { code: 'webhook_unavailable', message: 'webhook "github" is misconfigured' },
+          ),
+        },
       },
     },
     async (request, reply) => {

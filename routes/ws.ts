@@ -7,6 +7,7 @@ import { AuthorizationError } from '../src/auth/errors.js';
 import { IpcError } from '../src/ipc/envelope.js';
 import { authorizationRequest } from '../plugins/authorize.js';
 import { websocketErrorHandler } from '../plugins/errors.js';
+import { errorReply } from '../schemas/errors.js';
 import { controlEnvelope } from './control.js';
 import { isCrudMethod } from '../src/crud/envelope.js';
 import { CrudError } from '../src/crud/errors.js';
@@ -55,7 +56,7 @@ type Frame = { id?: string | number | null; ok: boolean; result?: unknown; error
 const ws: FastifyPluginAsync = async (app) => {
   const server = app.fleetplane as unknown as Server;
   const byOrganization = new Map<string, Set<WebSocket>>();
-  /** SPEC 8.6: the sockets that receive their organization's events, admitted by `socket.subscribe`. */
+  /** The sockets that receive their organization's events, admitted by `socket.subscribe`. */
   const subscribers = new Map<string, Set<WebSocket>>();
   const subscribe = (organizationId: string, socket: WebSocket) => {
     const sockets = subscribers.get(organizationId) ?? new Set<WebSocket>();
@@ -149,7 +150,24 @@ const ws: FastifyPluginAsync = async (app) => {
     {
       onRequest: checkUpgrade,
       websocket: true,
-      schema: { tags: ['control'], summary: 'WebSocket: authorized envelopes in, replies and targeted events out', security: [{ bearer: [] }, {}] } as FastifySchema,
+      schema: {
+        tags: ['control'],
+        operationId: 'openWebSocket',
+        summary: 'WebSocket: authorized envelopes in, replies and targeted events out',
+        description:
+          'Each frame is a JSON envelope, authorized like an HTTP one (the key from the upgrade\'s `Authorization` header or the ' +
+          "envelope's `apikey`) and served as its HTTP route serves it: `object.*` as `/crud`, `workflow.<name>` as `/workflows/<name>`, " +
+          'HTTP verbs with `api` as `/api`, anything else as `/control`. Answers are `{ id, ok, result | error }` with the frame\'s ' +
+          '`requestId`; events are `{ event, data }`, sent to sockets whose key grants `socket.subscribe`.',
+        security: [{ bearer: [] }, {}],
+        response: {
+          403: errorReply(
+            'The upgrade was refused: the host serves no organization, or the `Authorization` key is malformed, unknown, revoked or another organization\'s',
+            { code: 'forbidden', message: 'this request is not authorized here' },
+            { code: 'key_revoked', message: 'this key has been revoked' },
+          ),
+        },
+      } as FastifySchema,
     },
     async (socket: WebSocket, request: FastifyRequest) => {
       const host = normalizeHost(tenantHost(request));
