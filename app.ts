@@ -33,7 +33,7 @@ export interface BuildAppOptions {
   logger?: Logger | false;
   /** Trusted routes of an embedding application, registered last. */
   extend?: FastifyPluginAsync;
-  /** `control`: only what the primary serves itself in fallback (`POST /control`). */
+  /** `control`: only what the primary serves itself in fallback (`POST /control`, `GET /metrics`). */
   surface?: 'full' | 'control';
 }
 
@@ -97,6 +97,7 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   await app.register(envelope);
   if (options.surface === 'control') {
     await app.register(control);
+    await app.register(metrics);
   } else {
     await app.register(openapi);
     await app.register(shed);
@@ -139,11 +140,16 @@ function yieldingTo(plugin: FastifyPluginAsync): FastifyPluginAsync {
   };
 }
 
-/** The primary's fallback surface: `POST /control` through the same authorization as the workers'. */
+/**
+ * The primary's fallback surface: `POST /control` and `GET /metrics` (SPEC 1.3: never redirected) through the
+ * same authorization as the workers'.
+ */
 export async function buildPrimaryRoutes(server: ServerContext, logger?: Logger): Promise<(request: IncomingMessage, response: ServerResponse) => boolean> {
   const { app } = await buildApp({ server, logger, surface: 'control' });
   return (request, response) => {
-    if (request.method !== 'POST' || request.url?.split('?')[0] !== '/control') return false;
+    const path = request.url?.split('?')[0];
+    const served = (request.method === 'POST' && path === '/control') || (request.method === 'GET' && path === '/metrics');
+    if (!served) return false;
     app.routing(request, response);
     return true;
   };

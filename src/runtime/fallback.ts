@@ -14,7 +14,7 @@ export interface FallbackOptions {
   peerUrl?: () => string | undefined;
   status: () => string;
   tls?: { key: Buffer; cert: Buffer };
-  /** Requests the primary still serves itself in fallback (`POST /control`). */
+  /** Requests the primary still serves itself in fallback (`POST /control`, `GET /metrics`). */
   extraRoutes?: (request: IncomingMessage, response: ServerResponse) => boolean;
   onAnswer?: (status: number) => void;
 }
@@ -22,7 +22,8 @@ export interface FallbackOptions {
 /**
  * SPEC 1.3: the answer the primary gives itself when no worker takes traffic. Load balancers get a 307 to
  * another entry point (or 503 when there is none), `/readyz` says 503 so they take this node out, and
- * `/healthz` stays 200 while the primary lives. Every answer closes its connection, so the client comes
+ * `/healthz` stays 200 while the primary lives; `GET /metrics` is served here too (through `extraRoutes`), never
+ * redirected. Every answer closes its connection, so the client comes
  * back through the balancer once workers serve again.
  */
 export class FallbackResponder {
@@ -64,6 +65,10 @@ export class FallbackResponder {
       return this.json(response, ready ? 200 : 503, { status: ready ? this.options.status() : 'fallback', server: this.options.serverId, worker: 0 });
     }
     if (this.options.extraRoutes?.(request, response)) return;
+    if (request.method === 'GET' && path === '/metrics') {
+      // Metrics are never redirected: a scraper following a 307 would file another node's series under this one.
+      return this.json(response, 503, { error: { code: 'unavailable', message: 'metrics are not served by this primary while no worker serves' } });
+    }
     const base = this.target();
     if (base) {
       const location = base.replace(/\/+$/, '') + (request.url?.startsWith('/') ? request.url : `/${request.url ?? ''}`);

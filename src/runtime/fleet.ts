@@ -211,6 +211,12 @@ export class Fleet {
     };
   }
 
+  /** Whether taking these slots out would leave no worker taking traffic while some does now (SPEC 1.3). */
+  takesOutLast(slots: readonly number[]): boolean {
+    const serving = this.records.filter((record) => acceptsTraffic(record.status) && !record.retiring);
+    return serving.length > 0 && serving.every((record) => slots.includes(record.slot));
+  }
+
   /** Sets a worker's status from the primary's side (cordon through the server API) and tells the worker. */
   async setWorkerState(slot: number, action: 'cordon' | 'drain', value: boolean): Promise<unknown[]> {
     const targets = this.records.filter((record) => record.slot === slot && !record.retiring);

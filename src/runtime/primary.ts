@@ -15,6 +15,7 @@ import type { WorkerRuntime } from './worker.js';
 import type { ServerStatus } from './status.js';
 import type { PrimaryChannels } from './channels.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
+import { ReadinessGrace } from './readiness-grace.js';
 import { assertSafeEnv, nodeOptionsWarning } from '../config/guards.js';
 
 export interface PrimaryOptions {
@@ -52,6 +53,8 @@ export class PrimaryRuntime {
   private operatorReady = true;
   /** Set first thing in a shutdown, before any hook or listener runs (`shuttingDown` is assigned after). */
   private leaving = false;
+  /** Set once a shutdown's readiness grace is over: new connections get the fallback from then on. */
+  private closing = false;
   private started = false;
   private shuttingDown: Promise<void> | undefined;
   private readonly clock: Clock;
@@ -60,6 +63,7 @@ export class PrimaryRuntime {
     const { config, log } = options;
     this.clock = options.clock ?? systemClock;
     if (!options.local) this.metrics.trackProcess();
+    this.grace = new ReadinessGrace(config.lifecycle.readinessGraceMs, this.clock, () => this.announceReadiness());
     const tls = config.https.key && config.https.cert ? { key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) } : undefined;
     this.fallback = new FallbackResponder({
       serverId: options.serverId,
@@ -93,6 +97,7 @@ export class PrimaryRuntime {
   }
 
   private readonly tlsEnabled: boolean;
+  private readonly grace: ReadinessGrace;
 
   get status(): ServerStatus {
     if (this.shuttingDown) return 'stopping';
@@ -108,9 +113,12 @@ export class PrimaryRuntime {
     return this.fleet?.target ?? 0;
   }
 
-  /** Whether serving workers answer `/readyz` 200: not set not-ready, breaker not tripped, not shutting down. */
+  /**
+   * Whether serving workers answer `/readyz` 200: not set not-ready, breaker not tripped, not shutting down,
+   * no readiness grace running.
+   */
   private get fleetReady(): boolean {
-    return this.operatorReady && !this.leaving && !this.fleet?.breakerTripped;
+    return this.operatorReady && !this.leaving && !this.fleet?.breakerTripped && !this.grace.active;
   }
 
   private announceReadiness(): void {
@@ -155,7 +163,7 @@ export class PrimaryRuntime {
   }
 
   private onConnection(handle: ConnectionHandle, secure: boolean): void {
-    if (this.shuttingDown) return this.fallback.serve(servedHere(handle), secure);
+    if (this.closing) return this.fallback.serve(servedHere(handle), secure);
     const local = this.options.local?.runtime;
     if (local) {
       if (local.status === 'ready') local.accept(servedHere(handle), secure);
@@ -259,14 +267,25 @@ export class PrimaryRuntime {
     return this.fleet.restartWorkers(options);
   }
 
-  /** Cordon or drain one worker (by number) or, without one, every worker of this server. */
+  /**
+   * Cordon or drain one worker (by number) or, without one, every worker of this server. When that takes out
+   * the last workers serving, `/readyz` answers 503 for `lifecycle.readinessGraceMs` first while they still
+   * serve, and the call resolves after it. Undoing (`value` false) cancels a grace still running: the
+   * cordon or drain waiting for it is not applied.
+   */
   async setWorkerState(action: 'cordon' | 'drain', value: boolean, worker?: number): Promise<unknown[]> {
+    if (!value) this.grace.cancel();
     const local = this.options.local?.runtime;
-    if (local) return [action === 'cordon' ? local.cordon(value) : await local.drain(value)];
+    if (local) {
+      const apply = async () => [action === 'cordon' ? local.cordon(value) : await local.drain(value)];
+      if (!value || local.status !== 'ready') return apply();
+      return (await this.grace.hold(apply)) ?? [local.status];
+    }
     const fleet = this.fleet!;
     const slots = worker === undefined ? [...new Set(fleet.records.filter((record) => !record.retiring).map((record) => record.slot))] : [worker];
-    const replies = await Promise.all(slots.map((slot) => fleet.setWorkerState(slot, action, value)));
-    return replies.flat();
+    const apply = async () => (await Promise.all(slots.map((slot) => fleet.setWorkerState(slot, action, value)))).flat();
+    if (!value || !fleet.takesOutLast(slots)) return apply();
+    return (await this.grace.hold(apply)) ?? fleet.records.filter((record) => slots.includes(record.slot)).map((record) => record.status);
   }
 
   installSignalHandlers(): void {
@@ -291,6 +310,11 @@ export class PrimaryRuntime {
     this.leaving = true;
     log.info({ signal }, 'shutting down');
     events.emitSafe('shutdown:start', { signal });
+    // Readiness off while the workers still serve, so load balancers stop sending before the fallback answers.
+    const serving = this.fleet ? this.fleet.active > 0 : this.options.local?.runtime.status === 'ready';
+    this.grace.cancel();
+    if (serving) await this.grace.hold(async () => {});
+    this.closing = true;
     for (const hook of this.shutdownHooks) {
       try {
         await hook(signal);

@@ -21,6 +21,8 @@ export const FAST = {
   log: { level: 'warn' },
   restart: { backoffMs: 20, maxBackoffMs: 200, stabilityWindowMs: 500 },
   shutdown: { timeoutMs: 3000, ackTimeoutMs: 1000, sigtermDelayMs: 300, sigintDelayMs: 300, drainTimeoutMs: 3000 },
+  // No readiness grace unless a test asks for one: taking the last workers out acts at once.
+  lifecycle: { readinessGraceMs: 0 },
 };
 
 /**
