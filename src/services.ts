@@ -6,6 +6,7 @@ import type { WorkerRuntime } from './runtime/worker.js';
 import type { PrimaryChannels, WorkerEndpoint } from './runtime/channels.js';
 import { systemClock } from './runtime/clock.js';
 import { HandlerRegistry } from './ipc/handlers.js';
+import { IpcError } from './ipc/envelope.js';
 import { IpcRouter } from './ipc/router.js';
 import { IpcClient } from './ipc/client.js';
 import { ServerState } from './state/state.js';
@@ -80,6 +81,11 @@ export function attachPrimaryServices(server: Server, primary: PrimaryRuntime, c
 
   const state = new ServerState(server, channels);
   primary.handleWorkerRpc('primary.shed', (params) => state.applyShed((params as { organizations: string[] }).organizations));
+  primary.handleWorkerRpc('primary.workerState', (params, from) => {
+    const { action, value } = (params ?? {}) as { action?: unknown; value?: unknown };
+    if ((action !== 'cordon' && action !== 'drain') || typeof value !== 'boolean') throw new IpcError('bad_request', 'a worker state change needs action cordon|drain and a boolean value');
+    return primary.setWorkerState(action, value, from.slot);
+  });
   registerBuiltins(handlers, {
     id: server.id,
     workerId: 0,

@@ -105,16 +105,29 @@ export class ServerState {
     return organizationId !== undefined && this.shedOrganizations.has(organizationId);
   }
 
-  cordon(value: boolean, target?: WorkerStateTarget): Promise<unknown> {
+  async cordon(value: boolean, target?: WorkerStateTarget): Promise<unknown> {
     const { primaryRuntime, workerRuntime } = this.host;
     if (primaryRuntime) return primaryRuntime.setWorkerState('cordon', value, target?.worker);
-    return Promise.resolve({ worker: workerRuntime!.workerId, status: workerRuntime!.cordon(value) });
+    const [status] = await this.throughPrimary('cordon', value);
+    return { worker: workerRuntime!.workerId, status };
   }
 
   async drain(value: boolean, target?: WorkerStateTarget): Promise<unknown> {
     const { primaryRuntime, workerRuntime } = this.host;
     if (primaryRuntime) return primaryRuntime.setWorkerState('drain', value, target?.worker);
-    return { worker: workerRuntime!.workerId, ...(await workerRuntime!.drain(value)) };
+    const [result] = await this.throughPrimary('drain', value);
+    return { worker: workerRuntime!.workerId, ...(typeof result === 'object' && result !== null ? result : { status: result }) };
+  }
+
+  /**
+   * A worker's own cordon or drain (an envelope sent to workers, `broadcast` or `worker: n`) is applied by the
+   * primary, as one from the primary is: it sees every worker, so taking out the last serving ones waits the
+   * readiness grace whichever way it was asked for, and concurrent requests are checked one after the other.
+   */
+  private throughPrimary(action: 'cordon' | 'drain', value: boolean): Promise<unknown[]> {
+    const { config, workerRuntime } = this.host;
+    const timeoutMs = config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000;
+    return workerRuntime!.rpc.call<unknown[]>('primary.workerState', { action, value }, timeoutMs);
   }
 
   /** SPEC 3.4: stop serving these organizations (their requests get the fallback), or `false` to serve everyone. */

@@ -103,3 +103,27 @@ t.test('graceful shutdown: /readyz 503 while the workers still serve, then the s
   t.equal(await server.exited, 0, 'then the shutdown completes');
   t.equal(server.count((event) => event.event === 'shutdown:complete'), 1);
 });
+
+t.test('a cordon sent to the workers themselves (broadcast) waits the grace too: the last one serves with /readyz 503 until it ends', async (t) => {
+  const server = await ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: 600_000 } });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(2);
+  const broadcast = server.command<{ replies: Array<{ worker: number; ok: boolean }> }>('request', { envelope: { method: 'cordon', broadcast: true, data: true }, timeoutMs: 60_000 }, 70_000);
+  const cordon = watch(broadcast);
+  await untilWorkersNotReady(server.port);
+  for (let i = 0; i < 4; i++) {
+    t.equal((await request(server.port, '/readyz')).status, 503, '/readyz 503 during the grace');
+    t.equal((await request(server.port, '/whoami')).status, 200, 'requests still served by a worker, no redirect');
+  }
+  t.equal(cordon.settled, false, 'the last worker waits the grace');
+  await server.command('request', { envelope: { method: 'cordon', broadcast: true, data: false } });
+  const result = await broadcast;
+  t.same(result.replies.map((reply) => reply.ok), [true, true], 'both workers answered');
+  const seen = new Set<number>();
+  for (let i = 0; i < 6; i++) {
+    const ready = await request(server.port, '/readyz');
+    t.equal(ready.status, 200, 'ready again');
+    seen.add(ready.json().worker as number);
+  }
+  t.same([...seen].sort(), [1, 2], 'both serve: the cordon waiting for the grace was cancelled');
+});
