@@ -90,7 +90,7 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   await app.register(errors);
   await app.register(requestId);
   await app.register(requestGuard);
-  await app.register(httpHabits, { http: config.http });
+  await app.register(httpHabits, { http: config.http, server: options.server });
   await app.register(services, { server: options.server });
   await app.register(httpMetrics);
   await app.register(authorize);

@@ -1,47 +1,101 @@
 import fp from 'fastify-plugin';
 import cors from '@fastify/cors';
 import compress from '@fastify/compress';
-import type { FastifyPluginAsync, onRequestHookHandler } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { TenantDirectory } from '../src/auth/directory.js';
+import { normalizeHost } from '../src/auth/host.js';
 import type { ResolvedConfig } from '../src/config/schema.js';
+import type { OrganizationDocument } from '../src/db/documents.js';
+import { StoreCache } from '../src/db/store-cache.js';
+import type { Server } from '../src/server.js';
+import { tenantHost } from './authorize.js';
 
 export interface HttpHabitsOptions {
   http: ResolvedConfig['http'];
+  /** Where organizations' own allow-lists are read (its store and directory); without one only the global list applies. */
+  server?: Partial<Pick<Server, 'db' | 'authorize'>>;
 }
 
 const isPreflight = (headers: Record<string, unknown>) => headers.origin !== undefined && headers['access-control-request-method'] !== undefined;
 
-/**
- * Runs after the CORS hook, which answers the preflights it allows: what reaches here is a preflight from an
- * origin not on the list. Without this the envelope routes would answer it 405, which says the wrong thing.
- */
-const refuseOtherPreflights: onRequestHookHandler = (request, reply, done) => {
-  if (request.method !== 'OPTIONS' || !isPreflight(request.headers)) return done();
+const refuse = (reply: FastifyReply) =>
   reply
     .code(403)
     .header('cache-control', 'no-store')
     .send({ error: { code: 'origin_not_allowed', message: 'this origin may not call this server from a browser' } });
-};
+
+const listsOrigins = (organization: Pick<OrganizationDocument, 'cors'> | null | undefined) => (organization?.cors?.origins.length ?? 0) > 0;
+
+/** The organization of the request's tenant host: from the cache when it answers at once, else from the store. */
+function organizationOf(directory: TenantDirectory, request: FastifyRequest): OrganizationDocument | null | Promise<OrganizationDocument | null> {
+  const host = normalizeHost(tenantHost(request));
+  if (!host) return null;
+  const cached = directory.cachedOrganization(host);
+  return cached !== undefined ? cached : directory.organizationForHost(host);
+}
 
 /**
- * What browsers and proxies expect of an HTTP service. CORS (`http.cors.origins`, off while empty): a preflight
- * from a listed origin gets 204 with the CORS headers; any other origin gets no `Access-Control-Allow-Origin`.
+ * What browsers and proxies expect of an HTTP service. CORS: an origin is allowed when it is on the global
+ * `http.cors.origins` or on the `cors.origins` of the organization that owns the request's host (never another
+ * organization's); off while neither lists any. A preflight from an allowed origin gets 204 with the CORS
+ * headers; any other origin gets no `Access-Control-Allow-Origin`, and its preflight a 403.
  * CORS only tells a browser what it may show a page: every request is still authorized by its key as usual.
  * Compression (`http.compression`): JSON and text replies from `thresholdBytes` on, br or gzip as the client
  * accepts; smaller replies (most envelope answers) pass untouched. Request bodies are never decompressed: the
  * body limit applies to what is on the wire and what is parsed alike.
  */
-const httpHabits: FastifyPluginAsync<HttpHabitsOptions> = async (app, { http }) => {
-  if (http.cors.origins.length > 0) {
-    const allowed = new Set(http.cors.origins);
-    await app.register(cors, {
-      origin: (origin, callback) => callback(null, origin !== undefined && allowed.has(origin)),
+const httpHabits: FastifyPluginAsync<HttpHabitsOptions> = async (app, { http, server }) => {
+  const directory = server?.authorize?.directory;
+  const store = server?.db;
+  const global = new Set(http.cors.origins);
+  if (global.size > 0 || directory) {
+    const base = {
       methods: ['GET', 'HEAD', 'POST'],
       maxAge: http.cors.maxAgeS,
       exposedHeaders: ['x-request-id', 'retry-after'],
-      // An OPTIONS from a listed origin without Access-Control-Request-Method gets the 204 too, not a text/plain 400.
+      // An OPTIONS from an allowed origin without Access-Control-Request-Method gets the 204 too, not a text/plain 400.
       strictPreflight: false,
+    };
+    const allow = { ...base, origin: true };
+    const deny = { ...base, origin: false };
+    // Requests without an Origin (nearly all but browsers' cross-origin ones) and globally listed origins are
+    // answered at once; others look up their host's organization, from the cache when it answers without waiting.
+    const delegator = (request: FastifyRequest, callback: (error: Error | null, options: typeof allow | typeof deny) => void) => {
+      const origin = request.headers.origin;
+      if (origin === undefined) return callback(null, deny);
+      if (global.has(origin)) return callback(null, allow);
+      if (!directory) return callback(null, deny);
+      const found = organizationOf(directory, request);
+      const decide = (organization: OrganizationDocument | null) => callback(null, organization?.cors?.origins.includes(origin) ? allow : deny);
+      if (!(found instanceof Promise)) return decide(found);
+      found.then(decide, (error: Error) => callback(error, deny));
+    };
+    await app.register(cors, { delegator });
+
+    /** Whether some organization lists origins: asked only for preflights CORS did not allow, cached like the directory. */
+    const anyListing = directory && store ? new StoreCache(store, ['organizations']) : undefined;
+    if (anyListing) app.addHook('onClose', async () => anyListing.close());
+    const corsIsOn = async (request: FastifyRequest): Promise<boolean> => {
+      if (global.size > 0 || !directory || !anyListing) return global.size > 0;
+      if (listsOrigins(await organizationOf(directory, request))) return true;
+      return anyListing.get('any', async () => {
+        const listed = await store!.collection<OrganizationDocument>('organizations').find({ cors: { $exists: true } }, { projection: { cors: 1 } });
+        return listed.some(listsOrigins);
+      });
+    };
+
+    /**
+     * Runs after the CORS hook, which answers the preflights it allows: what reaches here is a preflight from an
+     * origin not allowed on this host. Without this the envelope routes would answer it 405, which says the wrong
+     * thing. While no list names any origin, CORS is off and the routes answer as they would without it.
+     */
+    app.addHook('onRequest', (request, reply, done) => {
+      if (request.method !== 'OPTIONS' || !isPreflight(request.headers)) return done();
+      corsIsOn(request).then((on) => {
+        if (on) refuse(reply);
+        else done();
+      }, done);
     });
-    app.addHook('onRequest', refuseOtherPreflights);
   }
   if (http.compression.enabled) {
     await app.register(compress, { threshold: http.compression.thresholdBytes, encodings: ['br', 'gzip'], globalDecompression: false });

@@ -64,6 +64,9 @@ function replacement(wanted: Record<string, unknown>, stored: Record<string, unk
   return { $set: { ...wanted, updatedAt: now }, ...(removed.length ? { $unset: Object.fromEntries(removed.map((key) => [key, ''])) } : {}) };
 }
 
+/** Fields of an organization a resource file may leave out: left out, they are removed. */
+const DESCRIBED_OPTIONAL = ['defaultPermissions', 'cors'] as const;
+
 async function planOrganization(store: Store, resource: OrganizationResource, where: string, writes: Array<() => Promise<unknown>>, now: string): Promise<AppliedResource> {
   const collection = store.collection('organizations');
   const named = await collection.find({ name: resource.name }, { limit: 2 });
@@ -74,16 +77,27 @@ async function planOrganization(store: Store, resource: OrganizationResource, wh
     const owner = await collection.findOne({ hosts: host }, { projection: { _id: 1 } });
     if (owner && owner._id !== existing?._id) throw new ResourceFileError(`${where}.hosts: ${host} is served by another organization`);
   }
-  const wanted = { name: resource.name, hosts, ...(resource.defaultPermissions ? { defaultPermissions: resource.defaultPermissions } : {}) };
+  const wanted = {
+    name: resource.name,
+    hosts,
+    ...(resource.defaultPermissions ? { defaultPermissions: resource.defaultPermissions } : {}),
+    ...(resource.cors ? { cors: resource.cors } : {}),
+  };
   if (!existing) {
-    writes.push(() => createOrganization(store, wanted));
+    const { cors, ...created } = wanted;
+    writes.push(async () => {
+      const organization = await createOrganization(store, created);
+      if (cors) await collection.updateOne({ _id: organization._id }, { $set: { cors } });
+    });
     return { kind: 'organizations', name: resource.name, outcome: 'created' };
   }
   // Only what a resource file describes: other fields of an organization belong to other subsystems.
-  const fields = changedFields(wanted, { name: existing.name, hosts: existing.hosts, defaultPermissions: existing.defaultPermissions });
+  const described = { name: existing.name, hosts: existing.hosts, defaultPermissions: existing.defaultPermissions, cors: existing.cors };
+  const fields = changedFields(wanted, described);
   if (fields.length === 0) return { kind: 'organizations', name: resource.name, outcome: 'unchanged' };
   const update: Update = { $set: { ...wanted, updatedAt: now } };
-  if (existing.defaultPermissions !== undefined && !wanted.defaultPermissions) update.$unset = { defaultPermissions: '' };
+  const removed = DESCRIBED_OPTIONAL.filter((field) => existing[field] !== undefined && !Object.hasOwn(wanted, field));
+  if (removed.length) update.$unset = Object.fromEntries(removed.map((field) => [field, '']));
   writes.push(() => collection.updateOne({ _id: existing._id }, update));
   return { kind: 'organizations', name: resource.name, outcome: 'changed', fields };
 }

@@ -4,6 +4,7 @@ import { providerViolation } from '../api/provider.js';
 import { schemaViolation } from '../api/schema-violation.js';
 import { normalizeHosts } from '../auth/host.js';
 import { Permissions } from '../auth/permission-schema.js';
+import { OrganizationCors } from '../db/documents.js';
 import { StoreError } from '../db/errors.js';
 import { serializeDocument } from '../db/validate.js';
 import { webhookViolation } from '../webhooks/definition.js';
@@ -29,6 +30,7 @@ export const OrganizationResource = Type.Object(
     name: Type.String({ minLength: 1, maxLength: 128 }),
     hosts: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { minItems: 1, maxItems: 256 }),
     defaultPermissions: Type.Optional(Permissions),
+    cors: Type.Optional(OrganizationCors),
   },
   { additionalProperties: false },
 );

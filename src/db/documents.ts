@@ -9,6 +9,10 @@ const IsoTime = Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{
 /** A normalized host name: lower case, no port, IPv6 without brackets. */
 export const Hostname = Type.String({ minLength: 1, maxLength: 253, pattern: '^[a-z0-9_.:-]+$' });
 export const KEY_ID_PATTERN = '^fpk_[A-Za-z0-9_-]{16}$';
+/** A browser origin, scheme://host[:port]: the rule of the global `http.cors.origins`. */
+export const CorsOrigin = Type.String({ minLength: 1, maxLength: 256, pattern: '^https?://[^/\\s]+$' });
+/** Browser origins allowed to call this organization's hosts cross-origin, besides the global `http.cors.origins`. */
+export const OrganizationCors = Type.Object({ origins: Type.Array(CorsOrigin, { maxItems: 256 }) }, { additionalProperties: false });
 
 const tenant = { organization_id: Id };
 const open = { additionalProperties: true };
@@ -19,6 +23,7 @@ export const OrganizationDocument = Type.Object(
     name: Name,
     hosts: Type.Array(Hostname, { minItems: 1, maxItems: 256, description: 'Host names that reach this organization; unique across organizations' }),
     defaultPermissions: Type.Optional(Permissions),
+    cors: Type.Optional(OrganizationCors),
     platform: Type.Optional(Type.Boolean({ description: 'The organization that owns the servers of this store (set once, by the first start or init)' })),
     createdAt: IsoTime,
   },

@@ -103,6 +103,21 @@ t.test('organizations and servers_config are upserted by name', async (t) => {
   await t.rejects(apply('-f', resourceFile({ organizations: [{ name: 'thief', hosts: ['acme.example'] }] })), { exitCode: 2, message: /organizations\.0\.hosts: acme\.example is served by another organization/ });
 });
 
+t.test("an organization's CORS origins are set, changed and removed by apply", async (t) => {
+  const organizations = store.collection('organizations');
+  const initech = (cors?: unknown) => resourceFile({ organizations: [{ name: 'initech', hosts: ['initech.example'], ...(cors ? { cors } : {}) }] });
+  t.match(await apply('-f', initech({ origins: ['https://a.example'] })), /created   organizations\/initech/);
+  t.same((await organizations.findOne({ name: 'initech' }))?.cors, { origins: ['https://a.example'] }, 'created with its origins');
+  t.match(await apply('-f', initech({ origins: ['https://a.example'] })), /unchanged organizations\/initech/);
+  t.match(await apply('-f', initech({ origins: ['https://a.example', 'http://localhost:3000'] })), /changed   organizations\/initech \(cors\)/);
+  t.same((await organizations.findOne({ name: 'initech' }))?.cors, { origins: ['https://a.example', 'http://localhost:3000'] });
+  t.match(await apply('-f', initech()), /changed   organizations\/initech \(cors\)/);
+  const dropped = await organizations.findOne({ name: 'initech' });
+  t.notOk(dropped && Object.hasOwn(dropped, 'cors'), 'a file that drops cors removes it');
+  t.same(dropped?.hosts, ['initech.example'], 'the rest stays');
+  t.match(await apply('-f', initech()), /unchanged organizations\/initech/);
+});
+
 t.test('--org picks the organization; an unknown one is refused', async (t) => {
   const globex = await store.collection('organizations').findOne({ name: 'globex' });
   t.match(await apply('-f', resourceFile({ apis: SPEC_EXAMPLE.apis }), '--org', globex!._id), new RegExp(`organization ${globex!._id}\\n  created   apis/items`));
@@ -125,6 +140,9 @@ t.test('malformed resource files: one line naming the problem, exit 2, nothing w
     [{ webhooks: [{ ...SPEC_EXAMPLE.webhooks[0], verify: { scheme: 'md5', header: 'x', secret: 's' } }] }, /webhooks\.0\.verify\.scheme/],
     [{ apis: [{ ...SPEC_EXAMPLE.apis[0], _id: 'x' }] }, /apis\.0\._id: set by the store/],
     [{ organizations: [{ name: 'o', hosts: ['not a host'] }] }, /organizations\.0\.hosts: not host names/],
+    [{ organizations: [{ name: 'o', hosts: ['o.example'], cors: { origins: ['https://o.example/app'] } }] }, /organizations\.0\.cors\.origins\.0/],
+    [{ organizations: [{ name: 'o', hosts: ['o.example'], cors: { origins: ['o.example'] } }] }, /organizations\.0\.cors\.origins\.0/],
+    [{ organizations: [{ name: 'o', hosts: ['o.example'], cors: { origin: ['https://o.example'] } }] }, /organizations\.0\.cors/],
   ];
   for (const [content, message] of cases) await t.rejects(apply('-f', resourceFile(content)), { exitCode: 2, message }, JSON.stringify(content).slice(0, 80));
   await t.rejects(apply(), { exitCode: 2, message: /missing -f FILE/ });
@@ -135,4 +153,10 @@ t.test('malformed resource files: one line naming the problem, exit 2, nothing w
   t.equal(cli.code, 2);
   t.equal(cli.stderr.trim().split('\n').length, 1, 'one line');
   t.match(cli.stderr, /^fleetplane: .*apis\.0\.baseUrl: is required/);
+
+  const origin = await runCli(['apply', '-f', resourceFile({ organizations: [{ name: 'o', hosts: ['o.example'], cors: { origins: ['https://o.example/'] } }] }), '--data-dir', dataDir]);
+  t.equal(origin.code, 2, 'an invalid origin exits 2');
+  t.equal(origin.stderr.trim().split('\n').length, 1, 'one line');
+  t.match(origin.stderr, /^fleetplane: .*organizations\.0\.cors\.origins\.0/);
+  t.equal(await count(), before, 'nothing was written');
 });
