@@ -8,15 +8,13 @@
 // (e.g. 0 to see the redirects the grace prevents). Run after `npm run build`.
 // The same file is the server (HAPROXY_CORDON_ROLE=server): its workers are forked from it.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const dist = (file) => path.join(root, 'dist', file);
+import { announcement, dist, freePort, killGroup, platformKey, until } from './lib/processes.mjs';
 /** HAProxy's health check: every CHECK_INTER_MS, down after FALL failures. */
 const CHECK_INTER_MS = 500;
 const FALL = 2;
@@ -188,20 +186,6 @@ async function main() {
   }
 }
 
-/** A data directory whose store has the platform organization (hosts 127.0.0.1, localhost) and its admin key. */
-async function platformKey(dataDir) {
-  const { EmbeddedStore } = await import(dist('src/db/embedded/store.js'));
-  const { ensureStandardIndexes } = await import(dist('src/db/open.js'));
-  const { initializeStore } = await import(dist('src/auth/bootstrap.js'));
-  mkdirSync(dataDir, { recursive: true });
-  const store = await EmbeddedStore.open(path.join(dataDir, 'fleetplane.db'));
-  try {
-    await ensureStandardIndexes(store);
-    return (await initializeStore(store, { name: 'platform', hosts: ['127.0.0.1', 'localhost'] })).key;
-  } finally {
-    await store.close();
-  }
-}
 
 function get(port, pathname, agent = false) {
   return new Promise((resolve, reject) => {
@@ -228,65 +212,11 @@ async function post(port, pathname, body, key) {
   return { status: reply.status };
 }
 
-function killGroup(pid) {
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // Already gone.
-  }
-}
 
-function announcement(child, timeoutMs) {
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    const timer = setTimeout(() => reject(new Error('the server did not start')), timeoutMs);
-    child.once('exit', (code) => reject(new Error(`the server exited (${code}) before listening`)));
-    child.stdout.on('data', (chunk) => {
-      buffered += chunk;
-      const lines = buffered.split('\n');
-      buffered = lines.pop();
-      // Log lines share stdout; the primary's announcement is the one with a port and no log level.
-      const announced = lines.map(parsed).find((record) => typeof record?.port === 'number' && record.level === undefined);
-      if (announced) {
-        clearTimeout(timer);
-        resolve(announced);
-      }
-    });
-  });
-}
 
-function parsed(line) {
-  try {
-    return JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-}
 
-async function until(condition, timeoutMs, message) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await condition()) return;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(message);
-    await sleep(100);
-  }
-}
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}

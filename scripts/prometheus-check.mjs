@@ -7,13 +7,11 @@
 // The same file is the server (PROMETHEUS_CHECK_ROLE=server): its workers are forked from it.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const dist = (file) => path.join(root, 'dist', file);
+import { announcement, dist, freePort, killGroup, platformKey, until } from './lib/processes.mjs';
 
 if (process.env.PROMETHEUS_CHECK_ROLE === 'server') {
   const { Fleetplane } = await import(dist('index.js'));
@@ -147,76 +145,8 @@ async function main() {
   }
 }
 
-/** A data directory whose store has the platform organization (hosts 127.0.0.1, localhost) and its admin key. */
-async function platformKey(dataDir) {
-  const { EmbeddedStore } = await import(dist('src/db/embedded/store.js'));
-  const { ensureStandardIndexes } = await import(dist('src/db/open.js'));
-  const { initializeStore } = await import(dist('src/auth/bootstrap.js'));
-  const { mkdirSync } = await import('node:fs');
-  mkdirSync(dataDir, { recursive: true });
-  const store = await EmbeddedStore.open(path.join(dataDir, 'fleetplane.db'));
-  try {
-    await ensureStandardIndexes(store);
-    return (await initializeStore(store, { name: 'platform', hosts: ['127.0.0.1', 'localhost'] })).key;
-  } finally {
-    await store.close();
-  }
-}
 
-function killGroup(pid) {
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // Already gone.
-  }
-}
 
-function parsed(line) {
-  try {
-    return JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-}
 
-function announcement(child, timeoutMs) {
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    const timer = setTimeout(() => reject(new Error('the server did not start')), timeoutMs);
-    child.once('exit', (code) => reject(new Error(`the server exited (${code}) before listening`)));
-    child.stdout.on('data', (chunk) => {
-      buffered += chunk;
-      const lines = buffered.split('\n');
-      buffered = lines.pop();
-      // Log lines share stdout; the primary's announcement is the one with a port and no log level.
-      const announced = lines.map(parsed).find((record) => typeof record?.port === 'number' && record.level === undefined);
-      if (announced) {
-        clearTimeout(timer);
-        resolve(announced);
-      }
-    });
-  });
-}
 
-async function until(condition, timeoutMs, message) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await condition()) return;
-    } catch {
-      // Not listening yet.
-    }
-    if (Date.now() > deadline) throw new Error(message);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-    probe.on('error', reject);
-  });
-}

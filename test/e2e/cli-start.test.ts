@@ -4,18 +4,11 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { resolveWorkerCount } from '../../src/config/sizing.js';
-import { CLI, ServerProcess, cleanEnv, isAlive, request, tempDir } from '../helpers/server-process.js';
+import { CLI, ServerProcess, cleanEnv, freePort, isAlive, request, tempDir } from '../helpers/server-process.js';
 
 const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 20_000, env: { ...cleanEnv(), ...env }, cwd: tempDir() });
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 t.test('start --help prints the usage and exits 0', async (t) => {
   const result = run(['start', '--help']);

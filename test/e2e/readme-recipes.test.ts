@@ -1,9 +1,8 @@
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { CLI, cleanEnv, request, tempDir } from '../helpers/server-process.js';
+import { CLI, cleanEnv, freePort, request, tempDir } from '../helpers/server-process.js';
 
 t.setTimeout(180_000);
 
@@ -18,13 +17,6 @@ function recipe(heading: string): string {
   return README.slice(open + 8, close);
 }
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A working directory where `npx fleetplane` is this build, as it is for a user who installed the package. */
 function workingDirectory(): string {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import http from 'node:http';
+import net from 'node:net';
 
 export const FIXTURE = path.resolve(import.meta.dirname, '..', 'fixtures', 'server.mjs');
 export const CLI = path.resolve(import.meta.dirname, '..', '..', 'dist', 'cli', 'main.js');
@@ -15,6 +16,15 @@ export interface ServerEvent {
 }
 
 export const tempDir = (prefix = 'fleetplane-test-') => mkdtempSync(path.join(tmpdir(), prefix));
+
+/** A port free on 127.0.0.1 right now, for a process that must be told its port before it starts. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 /** Defaults that keep supervision fast in tests. */
 export const FAST = {
