@@ -4,7 +4,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../logging/logger.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import { systemClock, type Clock } from './clock.js';
-import { Fleet, type RestartWorkersOptions, type WorkerRecord } from './fleet.js';
+import { Fleet, type RestartWorkersOptions, type WorkerRecord } from './fleet/fleet.js';
+import { clusterForkPort } from './fleet/cluster-fork.js';
 import { FallbackResponder } from './fallback.js';
 import { Listeners, socketOf, type ConnectionHandle } from './listeners.js';
 import { PrimaryMetrics, aggregateMetrics, type MetricsJson } from './metrics.js';
@@ -90,7 +91,12 @@ export class PrimaryRuntime {
         events: options.events,
         clock: this.clock,
         metrics: this.metrics,
-        exec: options.exec,
+        forkWorker: clusterForkPort({ exec: options.exec ?? process.argv[1], args: process.argv.slice(2), execArgv: config.workers.execArgv }),
+        exitCode: {
+          setExitCode: (code) => {
+            process.exitCode = code;
+          },
+        },
         channels: options.channels,
         configureRpc: (rpc, record) => this.configureWorkerRpc(rpc, record),
         onUnrecoverable: (reason) => void this.exitUnrecoverable(reason),
