@@ -6,7 +6,7 @@ import type { ClusterStorage } from './storage/index.js';
 import type { IpcHandler, RequestResult } from './ipc/handlers.js';
 import type { ServerState } from './state/state.js';
 import type { OrganizationPresence } from './state/organizations.js';
-import type { RestartWorkersOptions } from './runtime/fleet.js';
+import type { RestartWorkersOptions } from './runtime/fleet/fleet.js';
 import type { Store } from './db/types.js';
 import type { Authorizer } from './auth/authorize.js';
 import type { SecretKeyring } from './secrets/keyring.js';

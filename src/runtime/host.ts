@@ -1,6 +1,6 @@
 import type { PrimaryRuntime } from './primary.js';
 import type { WorkerRuntime } from './worker.js';
-import type { RestartWorkersOptions } from './fleet.js';
+import type { RestartWorkersOptions } from './fleet/fleet.js';
 import type { ServerStatus, WorkerStatus } from './status.js';
 
 export type FleetHealth = ReturnType<PrimaryRuntime['getFleetHealth']>;
