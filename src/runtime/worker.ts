@@ -6,7 +6,7 @@ import { ConnectionTracker } from './connections.js';
 import { startHeartbeat } from './heartbeat.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from './messages.js';
 import { RpcChannel } from './rpc.js';
-import type { SafeEmitter } from './events.js';
+import type { ServerEmitter } from './events.js';
 import type { WorkerStatus } from './status.js';
 import { createWorkerRegistry } from './metrics.js';
 import { HttpMetrics } from './http-metrics.js';
@@ -43,7 +43,7 @@ export class WorkerRuntime {
     readonly config: ResolvedConfig,
     readonly workerId: number,
     private readonly log: Logger,
-    private readonly events: SafeEmitter,
+    private readonly events: ServerEmitter,
     private readonly post: (message: WorkerToPrimary) => void = (message) => process.send?.(message),
   ) {
     this.rpc = new RpcChannel((message) => this.post(message));

@@ -191,9 +191,9 @@ export class StorageReplica extends ClusterStorage {
     const meta = { revision };
     for (const [key, value] of this.entries) {
       const oldValue = previous.get(key);
-      if (oldValue === undefined || JSON.stringify(oldValue) !== JSON.stringify(value)) this.emitSafely(`change:${key}`, value, oldValue, meta);
+      if (oldValue === undefined || JSON.stringify(oldValue) !== JSON.stringify(value)) this.emitSafe(`change:${key}`, value, oldValue, meta);
     }
-    for (const [key, oldValue] of previous) if (!this.entries.has(key)) this.emitSafely(`delete:${key}`, oldValue, meta);
+    for (const [key, oldValue] of previous) if (!this.entries.has(key)) this.emitSafe(`delete:${key}`, oldValue, meta);
   }
 
   private afterRevision(revision: number, resume: () => void): void {
