@@ -10,7 +10,7 @@ import { FallbackResponder } from './fallback.js';
 import { Listeners, socketOf, type ConnectionHandle } from './listeners.js';
 import { PrimaryMetrics, aggregateMetrics, type MetricsJson } from './metrics.js';
 import type { RpcChannel } from './rpc.js';
-import type { SafeEmitter } from './events.js';
+import type { ServerEmitter } from './events.js';
 import type { AppHost } from './app-host.js';
 import type { WorkerRuntime } from './worker.js';
 import type { ServerStatus } from './status.js';
@@ -24,7 +24,7 @@ export interface PrimaryOptions {
   serverId: string;
   workerCount: number;
   log: Logger;
-  events: SafeEmitter;
+  events: ServerEmitter;
   clock?: Clock;
   exec?: string;
   /** Single-process mode: the primary serves the app itself with this worker runtime. */
