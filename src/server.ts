@@ -1,6 +1,6 @@
 import type { ResolvedConfig } from './config/schema.js';
 import type { Logger } from './logging/logger.js';
-import type { SafeEmitter, ServerEventName, ServerEvents } from './runtime/events.js';
+import type { ServerEmitter, ServerEventArgs, ServerEventName, ServerEvents } from './runtime/events.js';
 import type { ServerHost } from './runtime/host.js';
 import type { ClusterStorage } from './storage/index.js';
 import type { IpcHandler, RequestResult } from './ipc/handlers.js';
@@ -86,7 +86,7 @@ export class Server {
   constructor(
     identity: ServerIdentity,
     /** The event source of SPEC 1.7, shared with the runtime that emits supervision events. */
-    private readonly events: SafeEmitter,
+    private readonly events: ServerEmitter,
     private readonly host: ServerHost,
     services: ServerServices,
   ) {
@@ -142,8 +142,8 @@ export class Server {
   }
 
   /** Emits to every listener; one that throws or rejects is logged and the others still run. */
-  emitSafe<E extends ServerEventName>(event: E, payload: ServerEvents[E]): boolean {
-    return this.events.emitSafe(event, payload);
+  emitSafe<E extends ServerEventName>(event: E, ...args: ServerEventArgs[E]): boolean {
+    return this.events.emitSafe(event, ...args);
   }
 
   /** The primary runtime (undefined in a forked worker). */

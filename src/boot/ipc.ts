@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import type { Store } from '../db/types.js';
 import type { Authorizer } from '../auth/authorize.js';
-import type { SafeEmitter } from '../runtime/events.js';
+import type { ServerEmitter } from '../runtime/events.js';
 import type { ServerHost } from '../runtime/host.js';
 import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
@@ -25,7 +25,7 @@ const OrgNotice = Type.Object({ kind: Type.Union([Type.Literal('active'), Type.L
 /** What the IPC layer of either process is built from. */
 export interface IpcDeps {
   identity: ServerIdentity;
-  events: SafeEmitter;
+  events: ServerEmitter;
   host: ServerHost;
   db: Store;
   authorize: Authorizer;

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { ServerIdentity } from '../server.js';
 import type { Store } from '../db/types.js';
 import type { Authorizer } from '../auth/authorize.js';
-import type { SafeEmitter } from '../runtime/events.js';
+import type { ServerEmitter } from '../runtime/events.js';
 import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
 import type { IpcRouter } from '../ipc/router.js';
@@ -35,7 +35,7 @@ export interface PrimaryMesh {
  */
 export interface PrimaryMeshDeps {
   identity: ServerIdentity;
-  events: SafeEmitter;
+  events: ServerEmitter;
   primary: PrimaryRuntime;
   router: IpcRouter;
   db: Store;
@@ -64,8 +64,8 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     inventoryToken: () => db.changeToken([SERVERS]),
   });
   router.forwarder = mesh;
-  events.on('organization.active', ({ organization_id }: { organization_id: string }) => mesh.organizationActive(organization_id));
-  events.on('organization.inactive', ({ organization_id }: { organization_id: string }) => mesh.organizationInactive(organization_id));
+  events.on('organization.active', ({ organization_id }) => mesh.organizationActive(organization_id));
+  events.on('organization.inactive', ({ organization_id }) => mesh.organizationInactive(organization_id));
   primary.handleWorkerRpc('primary.mesh.send', (params) => mesh.send(params as MeshMessage));
   primary.handleWorkerRpc('primary.mesh.peers', () => mesh.peers());
 
@@ -94,7 +94,7 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     }
   });
   // Last step of the shutdown (SPEC 1.5): links carried envelopes while workers drained.
-  events.on('shutdown:complete', ({ signal }: { signal: string }) => mesh.close(meshCloseCode(signal)));
+  events.on('shutdown:complete', ({ signal }) => mesh.close(meshCloseCode(signal)));
 
   return {
     mesh,

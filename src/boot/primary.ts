@@ -4,7 +4,7 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { FleetplaneConfig } from '../config/schema.js';
 import { resolveWorkerCount } from '../config/sizing.js';
 import { createLogger } from '../logging/logger.js';
-import { SafeEmitter } from '../runtime/events.js';
+import { serverEvents, type ServerEmitter } from '../runtime/events.js';
 import { PrimaryRuntime } from '../runtime/primary.js';
 import { WorkerRuntime } from '../runtime/worker.js';
 import { PrimaryHost } from '../runtime/host.js';
@@ -33,9 +33,9 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const identity: ServerIdentity = { id: serverId, workerId: 0, config: resolved, log };
 
   const secrets = openKeyring(resolved, env);
-  const events = new SafeEmitter((event, error) => log.error({ err: error, event }, 'event listener failed'));
+  const events = serverEvents(log);
   // After a rolling restart or a recycle, this line is how an operator tells which pids serve.
-  events.on('worker:ready', ({ workerId, pid }: { workerId: number; pid: number }) => log.info({ targetWorker: workerId, pid }, 'worker ready'));
+  events.on('worker:ready', ({ workerId, pid }) => log.info({ targetWorker: workerId, pid }, 'worker ready'));
   const data = await openServerData(resolved, log, secrets, { sealAtStart: true });
 
   const channels = new PrimaryChannels();
@@ -86,7 +86,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
  * Single-process mode: the primary serves the app itself. Its worker runtime talks to the primary's channels
  * through a loopback that keeps the asynchronous, ordered delivery of a real IPC channel.
  */
-function inProcessWorker(identity: ServerIdentity, events: SafeEmitter, channels: PrimaryChannels): WorkerRuntime {
+function inProcessWorker(identity: ServerIdentity, events: ServerEmitter, channels: PrimaryChannels): WorkerRuntime {
   const endpoint: WorkerEndpoint = { workerId: 0, pid: process.pid, connected: true, post: (message) => queueMicrotask(() => runtime.receive(message)) };
   const runtime = new WorkerRuntime(identity.config, 0, identity.log, events, (message) => {
     if (message.fp === 'ch') queueMicrotask(() => channels.receive(endpoint, message));

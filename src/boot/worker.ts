@@ -1,6 +1,6 @@
 import type { ResolvedConfig } from '../config/schema.js';
 import { createLogger } from '../logging/logger.js';
-import { SafeEmitter } from '../runtime/events.js';
+import { serverEvents } from '../runtime/events.js';
 import { WorkerRuntime } from '../runtime/worker.js';
 import { WorkerHost } from '../runtime/host.js';
 import { StorageReplica } from '../storage/index.js';
@@ -24,7 +24,7 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   // The same environment and key file as the primary's: the key itself never travels in the config.
   const secrets = openKeyring(resolved, env);
   const data = await openServerData(resolved, log, secrets, { sealAtStart: false });
-  const events = new SafeEmitter((event, error) => log.error({ err: error, event }, 'event listener failed'));
+  const events = serverEvents(log);
   const runtime = new WorkerRuntime(resolved, workerId, log, events);
   const host = new WorkerHost(runtime, Number(env[INTERNAL_ENV.total]));
   const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));

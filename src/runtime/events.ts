@@ -1,5 +1,6 @@
 import { SafeEmitter, type AnyEvents } from '../events/safe-emitter.js';
 import type { WorkerStatus } from './status.js';
+import type { Logger } from '../logging/logger.js';
 
 export { SafeEmitter };
 
@@ -36,3 +37,8 @@ export type ServerEventArgs = { [E in ServerEventName]: [payload: ServerEvents[E
 
 /** The server's emitter as the runtime sees it: SPEC 1.7 events typed, other names open to applications. */
 export type ServerEmitter = SafeEmitter<ServerEventArgs & AnyEvents>;
+
+/** The server's event source: a listener that throws or rejects is logged, and the listeners after it still run. */
+export function serverEvents(log: Logger): ServerEmitter {
+  return new SafeEmitter((event, error) => log.error({ err: error, event }, 'event listener failed'));
+}

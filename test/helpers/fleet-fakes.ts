@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import type { ServerEventName, ServerEvents } from '../../src/runtime/events.js';
+import type { ServerEventArgs, ServerEventName, ServerEvents } from '../../src/runtime/events.js';
 import type { FleetEvents } from '../../src/runtime/fleet/worker-record.js';
 
 export const silentLog = pino({ level: 'silent' });
@@ -13,7 +13,7 @@ export interface EmittedEvent {
 export class RecordedEvents implements FleetEvents {
   readonly emitted: EmittedEvent[] = [];
 
-  emitSafe<E extends ServerEventName>(event: E, payload: ServerEvents[E]): boolean {
+  emitSafe<E extends ServerEventName>(event: E, ...[payload]: ServerEventArgs[E]): boolean {
     this.emitted.push({ event, payload });
     return true;
   }

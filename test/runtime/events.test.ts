@@ -1,9 +1,7 @@
 import t from 'tap';
 import { Writable } from 'node:stream';
 import { settle } from '../helpers/fake-clock.js';
-import { SafeEmitter } from '../../src/runtime/events.js';
-import { Server } from '../../src/server.js';
-import { loadConfig } from '../../src/config/load.js';
+import { SafeEmitter, serverEvents } from '../../src/runtime/events.js';
 import { createLogger } from '../../src/logging/logger.js';
 
 const payload = { workerId: 1, pid: 42 };
@@ -85,7 +83,7 @@ t.test('a listener added while emitting waits for the next emit', async (t) => {
   t.same(calls, ['outer']);
 });
 
-t.test('a server event listener that throws is logged by the server and the listeners after it still run', async (t) => {
+t.test('a server event listener that throws is logged by the event source of the server and the listeners after it still run', async (t) => {
   const records: Array<Record<string, any>> = [];
   const destination = new Writable({
     write(chunk, _encoding, done) {
@@ -93,14 +91,13 @@ t.test('a server event listener that throws is logged by the server and the list
       done();
     },
   });
-  const { config } = loadConfig({ object: {}, env: {} });
-  const server = new Server('events-test', 0, 1, config, createLogger({ level: 'info', destination }));
+  const events = serverEvents(createLogger({ level: 'info', destination }));
   const heard: string[] = [];
-  server.on('organization.active', () => {
+  events.on('organization.active', () => {
     throw new Error('listener bug');
   });
-  server.on('organization.active', ({ organization_id }) => heard.push(organization_id));
-  t.equal(server.emitSafe('organization.active', { organization_id: 'org-1' }), true);
+  events.on('organization.active', ({ organization_id }) => heard.push(organization_id));
+  t.equal(events.emitSafe('organization.active', { organization_id: 'org-1' }), true);
   t.same(heard, ['org-1']);
   await new Promise((resolve) => setImmediate(resolve));
   t.match(records, [{ msg: 'event listener failed', event: 'organization.active', err: { message: 'listener bug' } }]);

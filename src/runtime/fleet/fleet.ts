@@ -3,7 +3,7 @@ import type { ResolvedConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
 import type { WorkerToPrimary } from '../messages.js';
 import type { RpcChannel } from '../rpc.js';
-import type { RecycleReason, SafeEmitter } from '../events.js';
+import type { RecycleReason, ServerEmitter } from '../events.js';
 import type { PrimaryMetrics } from '../metrics.js';
 import type { PrimaryChannels } from '../channels.js';
 import type { ConnectionHandle } from '../listeners.js';
@@ -25,7 +25,7 @@ export interface FleetDeps {
   serverId: string;
   target: number;
   log: Logger;
-  events: SafeEmitter;
+  events: ServerEmitter;
   clock: Clock;
   metrics: PrimaryMetrics;
   /** How worker processes are started. */

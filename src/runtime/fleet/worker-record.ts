@@ -2,7 +2,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { Beat, BeatHistory } from '../health-policy.js';
 import type { PrimaryToWorker } from '../messages.js';
 import type { RpcChannel } from '../rpc.js';
-import type { RecycleReason, SafeEmitter } from '../events.js';
+import type { RecycleReason, ServerEventArgs, ServerEventName } from '../events.js';
 import type { WorkerStatus } from '../status.js';
 import type { WorkerEndpoint } from '../channels.js';
 import type { ConnectionHandle } from '../listeners.js';
@@ -33,7 +33,10 @@ export interface WorkerRecord {
   cancelAge?: () => void;
 }
 
-export type FleetEvents = Pick<SafeEmitter, 'emitSafe'>;
+/** Where the fleet announces server events (the server's event source). */
+export interface FleetEvents {
+  emitSafe<E extends ServerEventName>(event: E, ...args: ServerEventArgs[E]): boolean;
+}
 
 /** Changes a worker's status as the primary mirrors it, announcing the change. */
 export function setStatus(record: WorkerRecord, status: WorkerStatus, events: FleetEvents): void {

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { CHANNELS_READY } from '../../../src/runtime/channels.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { Fleet } from '../../../src/runtime/fleet/fleet.js';
 import { PrimaryChannels } from '../../../src/runtime/channels.js';
@@ -51,7 +52,9 @@ t.test('start forks one worker per slot through the fork port, with the internal
     ],
   );
   t.equal(JSON.parse(port.workers[0]!.env.FLEETPLANE_INTERNAL_CONFIG!).workers.count, 3);
-  t.equal(channels.endpoints().length, 3);
+  t.equal(channels.endpoints().length, 0, 'no channel endpoint before a worker reports its listener installed');
+  for (const worker of port.workers) worker.say({ fp: 'ch', channel: CHANNELS_READY, payload: null });
+  t.equal(channels.endpoints().length, 3, 'each forked worker is a channel endpoint once listening');
   t.equal(fleet.active, 0, 'none ready yet');
   t.throws(() => fleet.resize(4), /cannot change once the workers were forked/);
 });
