@@ -30,6 +30,5 @@ export interface InitOptions {
 export const INTERNAL_ENV = {
   worker: 'FLEETPLANE_INTERNAL_WORKER',
   total: 'FLEETPLANE_INTERNAL_TOTAL_WORKERS',
-  config: 'FLEETPLANE_INTERNAL_CONFIG',
   serverId: 'FLEETPLANE_INTERNAL_SERVER_ID',
 } as const;

@@ -10,13 +10,14 @@ import { openKeyring, openServerData } from './data.js';
 import { workerIpc } from './ipc.js';
 import { workerMesh } from './mesh.js';
 import { INTERNAL_ENV, type InitOptions } from './options.js';
+import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from '../runtime/messages.js';
 
 /**
  * A worker's boot: the resolved config, identity and total from the primary; the same keys and store; the
  * runtime; storage replica, IPC client, state and automation; the server object; then the app it serves.
  */
 export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise<Server> {
-  const resolved = JSON.parse(env[INTERNAL_ENV.config]!) as ResolvedConfig;
+  const resolved = await configFromPrimary();
   const workerId = Number(env[INTERNAL_ENV.worker]);
   const serverId = env[INTERNAL_ENV.serverId]!;
   const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
@@ -35,4 +36,29 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   await runtime.bind();
   runtime.attach(await options.app(server));
   return server;
+}
+
+/**
+ * The resolved config, asked of the primary over IPC as the worker's first message. It is never put in the
+ * worker's environment, which other processes of the same user can read (`/proc/<pid>/environ`).
+ */
+function configFromPrimary(): Promise<ResolvedConfig> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (message: unknown) => {
+      if (!isInternalMessage(message) || message.fp !== 'boot') return;
+      done();
+      resolve((message as Extract<PrimaryToWorker, { fp: 'boot' }>).config);
+    };
+    const onDisconnect = () => {
+      done();
+      reject(new Error('the primary went away before sending the config'));
+    };
+    const done = () => {
+      process.off('message', onMessage);
+      process.off('disconnect', onDisconnect);
+    };
+    process.on('message', onMessage);
+    process.once('disconnect', onDisconnect);
+    process.send!({ fp: 'boot' } satisfies WorkerToPrimary);
+  });
 }

@@ -279,6 +279,9 @@ export class Fleet {
       case 'ch':
         this.deps.channels.receive(record.endpoint, message);
         break;
+      case 'boot':
+        // Answered by the spawner.
+        break;
     }
   }
 

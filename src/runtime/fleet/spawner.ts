@@ -44,7 +44,6 @@ export class WorkerSpawner {
       ...this.envOverlay,
       FLEETPLANE_INTERNAL_WORKER: String(slot),
       FLEETPLANE_INTERNAL_TOTAL_WORKERS: String(this.deps.target()),
-      FLEETPLANE_INTERNAL_CONFIG: JSON.stringify(config),
       FLEETPLANE_INTERNAL_SERVER_ID: this.deps.serverId,
     });
     const now = clock.now();
@@ -83,6 +82,8 @@ export class WorkerSpawner {
     worker.onOnline(() => this.deps.events.emitSafe('worker:online', { workerId: slot, pid: record.pid }));
     worker.onMessage((message) => {
       if (!isInternalMessage(message)) return;
+      // The config travels over IPC: a worker's environment is readable by the user's other processes.
+      if (message.fp === 'boot') return worker.send({ fp: 'boot', config });
       if (message.fp === 'ready') {
         cancelReadyTimeout();
         markReady(true);

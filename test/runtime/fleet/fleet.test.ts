@@ -51,7 +51,10 @@ t.test('start forks one worker per slot through the fork port, with the internal
       ['3', '3', 'fleet-test', 'hi', '1'],
     ],
   );
-  t.equal(JSON.parse(port.workers[0]!.env.FLEETPLANE_INTERNAL_CONFIG!).workers.count, 3);
+  t.notOk('FLEETPLANE_INTERNAL_CONFIG' in port.workers[0]!.env, 'the config is not in the environment');
+  port.workers[0]!.say({ fp: 'boot' });
+  const [boot] = port.workers[0]!.sentOf('boot');
+  t.equal(boot?.config.workers.count, 3, 'a worker asking for its config gets it over IPC');
   t.equal(channels.endpoints().length, 0, 'no channel endpoint before a worker reports its listener installed');
   for (const worker of port.workers) worker.say({ fp: 'ch', channel: CHANNELS_READY, payload: null });
   t.equal(channels.endpoints().length, 3, 'each forked worker is a channel endpoint once listening');
