@@ -1,6 +1,6 @@
 import type { TLSSocket } from 'node:tls';
 import fp from 'fastify-plugin';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import type { AuthorizationRequest, Authorizer } from '../src/auth/authorize.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 import { AuthorizationError } from '../src/auth/errors.js';
@@ -53,22 +53,20 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
   const authorizer = options.authorizer ?? app.fleetplane?.authorize ?? unavailable;
   const authorized = new WeakMap<FastifyRequest, AuthorizedEnvelope>();
 
-  const run = async (request: FastifyRequest, reply: FastifyReply, envelope: unknown): Promise<FastifyReply | undefined> => {
+  const run = async (request: FastifyRequest, envelope: unknown): Promise<void> => {
     try {
       const result = await authorizer.request(authorizationRequest(request), envelope);
       authorized.set(request, result);
       // The organization map learns which workers serve which organization from here.
       app.fleetplane?.organizations?.touch(result.organization_id);
-      return undefined;
     } catch (error) {
       const refusal =
         error instanceof AuthorizationError
           ? error
           : new AuthorizationError('authorization_failed', 'the request could not be authorized');
       if (!(error instanceof AuthorizationError)) request.log.error({ err: error }, 'authorization failed');
-      // Past the failed-authentication limit, when the address may try again.
-      if (refusal.retryAfterS !== undefined) reply.header('retry-after', String(refusal.retryAfterS));
-      return reply.code(refusal.statusCode).header('cache-control', 'no-store').send({ error: { code: refusal.code, message: refusal.message } });
+      // The error handler answers it, with `Retry-After` past the failed-authentication limit.
+      throw refusal;
     }
   };
 
@@ -78,10 +76,10 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
       return authorized.get(this) ?? null;
     },
   });
-  app.decorate('authorizeEnvelope', async function authorizeEnvelope(request: FastifyRequest, reply: FastifyReply) {
-    return run(request, reply, request.body);
+  app.decorate('authorizeEnvelope', async function authorizeEnvelope(request: FastifyRequest) {
+    return run(request, request.body);
   });
-  app.decorate('requirePermission', (method: string): preHandlerAsyncHookHandler => async (request, reply) => run(request, reply, { method }));
+  app.decorate('requirePermission', (method: string): preHandlerAsyncHookHandler => async (request) => run(request, { method }));
 };
 
 export default fp(authorize, { name: 'fleetplane-authorize', dependencies: ['fleetplane-services'] });

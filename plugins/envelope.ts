@@ -1,4 +1,6 @@
 import fp from 'fastify-plugin';
+import { errorBody } from '../src/errors.js';
+import { sendError } from './error-reply.js';
 import type { FastifyPluginAsync, FastifyReply, FastifySchema, FastifyRequest, RouteOptions, onRequestHookHandler, onSendHookHandler } from 'fastify';
 
 declare module 'fastify' {
@@ -29,18 +31,11 @@ const noStore: onSendHookHandler = (_request, reply, payload, done) => {
 
 const requireJson: onRequestHookHandler = (request, reply, done) => {
   if (isJsonContentType(request.headers['content-type'])) return done();
-  reply
-    .code(415)
-    .header('cache-control', 'no-store')
-    .send({ error: { code: 'unsupported_media_type', message: 'content-type must be application/json' } });
+  sendError(reply, 415, errorBody('unsupported_media_type', 'content-type must be application/json'));
 };
 
 const methodNotAllowed = async (request: FastifyRequest, reply: FastifyReply) =>
-  reply
-    .code(405)
-    .header('allow', 'POST')
-    .header('cache-control', 'no-store')
-    .send({ error: { code: 'method_not_allowed', message: `${request.method} is not allowed here; envelopes are POSTed` } });
+  sendError(reply, 405, errorBody('method_not_allowed', `${request.method} is not allowed here; envelopes are POSTed`), { allow: 'POST' });
 
 const asList = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 

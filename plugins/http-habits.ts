@@ -2,37 +2,25 @@ import fp from 'fastify-plugin';
 import cors from '@fastify/cors';
 import compress from '@fastify/compress';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import type { TenantDirectory } from '../src/auth/directory.js';
-import { normalizeHost } from '../src/auth/host.js';
 import type { ResolvedConfig } from '../src/config/schema.js';
 import type { OrganizationDocument } from '../src/db/documents.js';
 import { StoreCache } from '../src/db/store-cache.js';
-import type { Server } from '../src/server.js';
-import { tenantHost } from './authorize.js';
+import { organizationOfRequest } from './organization.js';
+import type { RouteContext } from './services.js';
+import { errorBody } from '../src/errors.js';
+import { sendError } from './error-reply.js';
 
 export interface HttpHabitsOptions {
   http: ResolvedConfig['http'];
   /** Where organizations' own allow-lists are read (its store and directory); without one only the global list applies. */
-  server?: Partial<Pick<Server, 'db' | 'authorize'>>;
+  server?: Pick<RouteContext, 'db' | 'authorize'>;
 }
 
 const isPreflight = (headers: Record<string, unknown>) => headers.origin !== undefined && headers['access-control-request-method'] !== undefined;
 
-const refuse = (reply: FastifyReply) =>
-  reply
-    .code(403)
-    .header('cache-control', 'no-store')
-    .send({ error: { code: 'origin_not_allowed', message: 'this origin may not call this server from a browser' } });
+const refuse = (reply: FastifyReply) => sendError(reply, 403, errorBody('origin_not_allowed', 'this origin may not call this server from a browser'));
 
 const listsOrigins = (organization: Pick<OrganizationDocument, 'cors'> | null | undefined) => (organization?.cors?.origins.length ?? 0) > 0;
-
-/** The organization of the request's tenant host: from the cache when it answers at once, else from the store. */
-function organizationOf(directory: TenantDirectory, request: FastifyRequest): OrganizationDocument | null | Promise<OrganizationDocument | null> {
-  const host = normalizeHost(tenantHost(request));
-  if (!host) return null;
-  const cached = directory.cachedOrganization(host);
-  return cached !== undefined ? cached : directory.organizationForHost(host);
-}
 
 /**
  * What browsers and proxies expect of an HTTP service. CORS: an origin is allowed when it is on the global
@@ -65,7 +53,7 @@ const httpHabits: FastifyPluginAsync<HttpHabitsOptions> = async (app, { http, se
       if (origin === undefined) return callback(null, deny);
       if (global.has(origin)) return callback(null, allow);
       if (!directory) return callback(null, deny);
-      const found = organizationOf(directory, request);
+      const found = organizationOfRequest(directory, request);
       const decide = (organization: OrganizationDocument | null) => callback(null, organization?.cors?.origins.includes(origin) ? allow : deny);
       if (!(found instanceof Promise)) return decide(found);
       found.then(decide, (error: Error) => callback(error, deny));
@@ -77,7 +65,7 @@ const httpHabits: FastifyPluginAsync<HttpHabitsOptions> = async (app, { http, se
     if (anyListing) app.addHook('onClose', async () => anyListing.close());
     const corsIsOn = async (request: FastifyRequest): Promise<boolean> => {
       if (global.size > 0 || !directory || !anyListing) return global.size > 0;
-      if (listsOrigins(await organizationOf(directory, request))) return true;
+      if (listsOrigins(await organizationOfRequest(directory, request))) return true;
       return anyListing.get('any', async () => {
         const listed = await store!.collection<OrganizationDocument>('organizations').find({ cors: { $exists: true } }, { projection: { cors: 1 } });
         return listed.some(listsOrigins);

@@ -1,6 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import fp from 'fastify-plugin';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { errorBody } from '../src/errors.js';
+import { sendError } from './error-reply.js';
 import { duplicatedHeader, duplicateHeaderMessage, type AmbiguousHeader } from '../src/http/duplicate-headers.js';
 
 /** Node sets `upgrade` on the requests it hands to 'upgrade' listeners; its typings leave it out. */
@@ -18,11 +20,7 @@ export function closeUpgradeOnAnswer(request: FastifyRequest, reply: FastifyRepl
 /** Answers 400 `duplicate_header` and closes the connection: what else the client sent cannot be trusted. */
 export function refuseDuplicateHeader(name: AmbiguousHeader, reply: FastifyReply): void {
   reply.raw.shouldKeepAlive = false;
-  reply
-    .code(400)
-    .header('cache-control', 'no-store')
-    .header('connection', 'close')
-    .send({ error: { code: 'duplicate_header', message: duplicateHeaderMessage(name) } });
+  sendError(reply, 400, errorBody('duplicate_header', duplicateHeaderMessage(name)), { connection: 'close' });
 }
 
 // Callback style: every request passes here, and one that passes costs no promise.

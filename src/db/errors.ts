@@ -1,12 +1,10 @@
+import { FleetplaneError } from '../errors.js';
+
 /** Every failure of the data layer; `code` is stable and safe to show to a caller. */
-export class StoreError extends Error {
+export class StoreError extends FleetplaneError {
   override readonly name: string = 'StoreError';
-  constructor(
-    message: string,
-    readonly code: string = 'store_error',
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+  constructor(message: string, code = 'store_error', options?: { cause?: unknown }) {
+    super(code, message, 500, options);
   }
 }
 

@@ -1,6 +1,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import { errorBody } from '../errors.js';
 import { duplicatedHeader, duplicateHeaderMessage } from '../http/duplicate-headers.js';
 import { answerClientError } from '../http/raw-errors.js';
 import { REQUEST_ID_HEADER, requestIdFor } from '../http/request-id.js';
@@ -69,7 +70,7 @@ export class FallbackResponder {
     // As the workers do: the caller's valid X-Request-Id back, else a fresh one to quote.
     response.setHeader(REQUEST_ID_HEADER, requestIdFor(request));
     const duplicated = duplicatedHeader(request.rawHeaders);
-    if (duplicated) return this.json(response, 400, { error: { code: 'duplicate_header', message: duplicateHeaderMessage(duplicated) } });
+    if (duplicated) return this.json(response, 400, errorBody('duplicate_header', duplicateHeaderMessage(duplicated)));
     const path = (request.url ?? '/').split('?')[0];
     if (request.method === 'GET' && (path === '/healthz' || path === '/readyz')) {
       const ready = path === '/healthz';
@@ -78,7 +79,7 @@ export class FallbackResponder {
     if (this.surface.fallbackRoutes?.(request, response)) return;
     if (request.method === 'GET' && path === '/metrics') {
       // Metrics are never redirected: a scraper following a 307 would file another node's series under this one.
-      return this.json(response, 503, { error: { code: 'unavailable', message: 'metrics are not served by this primary while no worker serves' } });
+      return this.json(response, 503, errorBody('unavailable', 'metrics are not served by this primary while no worker serves'));
     }
     const base = this.target();
     if (base) {
@@ -90,7 +91,7 @@ export class FallbackResponder {
     }
     response.setHeader('Retry-After', String(this.options.retryAfterS));
     this.options.onAnswer?.(503);
-    this.json(response, 503, { error: { code: 'unavailable', message: 'no worker is serving on this node; retry later' } });
+    this.json(response, 503, errorBody('unavailable', 'no worker is serving on this node; retry later'));
   }
 
   private json(response: ServerResponse, status: number, body: unknown): void {
