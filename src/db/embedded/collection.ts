@@ -9,7 +9,7 @@ import type {
   Collection, DeleteResult, Document, Filter, FindOptions, IndexOptions, IndexSpec, NewDocument, Update, UpdateOptions, UpdateResult,
 } from '../types.js';
 import { isConstraint } from './sqlite.js';
-import type { EmbeddedStore } from './store.js';
+import type { EmbeddedBackend } from './backend.js';
 
 type Row = Record<string, unknown> & { _id: string };
 
@@ -27,7 +27,7 @@ function compileFilter(filter: Filter): ((document: Row) => boolean) | undefined
 export class EmbeddedCollection<T extends Document> implements Collection<T> {
   constructor(
     readonly name: string,
-    private readonly store: EmbeddedStore,
+    private readonly store: EmbeddedBackend,
   ) {}
 
   async findOne(filter: Filter = {}, options: Omit<FindOptions, 'limit'> = {}): Promise<T | null> {

@@ -2,29 +2,12 @@ import type Database from 'better-sqlite3';
 import { StoreError } from '../errors.js';
 import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, IndexSpec, OrganizationScope, Store } from '../types.js';
+import type { EmbeddedBackend, Statements } from './backend.js';
 import { EmbeddedCollection } from './collection.js';
 import { isBusy, openDatabase, withBusyRetry } from './sqlite.js';
 
 /** Reads may use an index definition this much later than another process created it (writes never do). */
 const INDEX_DEFINITIONS_TTL_MS = 1_000;
-
-type Statement<P extends unknown[], R = unknown> = Database.Statement<P, R>;
-
-export interface Statements {
-  documentById: Statement<[string, string], string>;
-  documentsByKey: Statement<[string, string, string], string>;
-  scan: Statement<[string], string>;
-  count: Statement<[string], number>;
-  insertDocument: Statement<[string, string, string]>;
-  replaceDocument: Statement<[string, string, string]>;
-  deleteDocument: Statement<[string, string]>;
-  insertKey: Statement<[string, string, string, string]>;
-  deleteKeys: Statement<[string, string]>;
-  indexDefinitions: Statement<[string], { name: string; spec: string }>;
-  insertIndexDefinition: Statement<[string, string, string]>;
-  bumpVersion: Statement<[string]>;
-  versions: Statement<[string], { collection: string; version: number }>;
-}
 
 function prepareStatements(db: Database.Database): Statements {
   return {
@@ -53,7 +36,7 @@ function prepareStatements(db: Database.Database): Statements {
 }
 
 /** The embedded backend: one SQLite file shared by the primary, every worker and other servers on the host. */
-export class EmbeddedStore implements Store {
+export class EmbeddedStore implements Store, EmbeddedBackend {
   readonly backend = 'embedded' as const;
   readonly statements: Statements;
   private readonly collections = new Map<string, EmbeddedCollection<Document>>();
