@@ -28,6 +28,6 @@ export interface EmbeddedBackend {
   indexesForWrite(collection: string): IndexSpec[];
   /** Runs a read at once; only when another process holds a lock does it become an async retry. */
   read<T>(operation: () => T): T | Promise<T>;
-  /** Runs `operation` in one write transaction that also counts a write to `collection`. */
-  write<T>(collection: string, operation: () => { result: T; changed: boolean }): Promise<T>;
+  /** Runs `operation` in one write transaction that also counts a write to `collection` unless `counts` is false. */
+  write<T>(collection: string, operation: () => { result: T; counts: boolean }): Promise<T>;
 }

@@ -106,29 +106,51 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
   /**
    * Runs `operation` in a `BEGIN IMMEDIATE` transaction: the write lock is taken before anything is read, so a
    * read-modify-write (`$inc`, `$push`, unique checks) never races another process and never has to upgrade a
-   * read lock (which SQLite can only refuse with SQLITE_BUSY). `changed` reports the collection to listeners.
+   * read lock (which SQLite can only refuse with SQLITE_BUSY). Every write attempt bumps the collection's counter
+   * (SPEC 7.1, the store contract): in the same transaction when it commits, in one of its own when it fails,
+   * so caches in every process drop what they hold whatever the outcome. `counts: false` (index creation)
+   * leaves the counter alone.
    */
-  async write<T>(collection: string, operation: () => { result: T; changed: boolean }): Promise<T> {
+  async write<T>(collection: string, operation: () => { result: T; counts: boolean }): Promise<T> {
     this.assertOpen();
-    const { result, changed } = await withBusyRetry(() =>
-      this.db
-        .transaction(() => {
-          const outcome = operation();
-          if (outcome.changed) this.statements.bumpVersion.run(collection);
-          return outcome;
-        })
-        .immediate(),
-    );
-    if (changed) {
-      for (const listener of this.listeners) {
-        try {
-          listener(collection);
-        } catch {
-          // A listener's failure is its own; the write has committed.
-        }
+    let outcome: { result: T; counts: boolean };
+    try {
+      outcome = await withBusyRetry(() =>
+        this.db
+          .transaction(() => {
+            const attempt = operation();
+            if (attempt.counts) this.statements.bumpVersion.run(collection);
+            return attempt;
+          })
+          .immediate(),
+      );
+    } catch (error) {
+      await this.bumpAfterFailure(collection);
+      throw error;
+    }
+    if (outcome.counts) this.notify(collection);
+    return outcome.result;
+  }
+
+  /** A failed write rolled back; bumping anyway keeps one rule for both backends. Best effort: the write failed. */
+  private async bumpAfterFailure(collection: string): Promise<void> {
+    if (this.closed) return;
+    try {
+      await withBusyRetry(() => this.statements.bumpVersion.run(collection));
+      this.notify(collection);
+    } catch {
+      // The caller hears about the write's own failure.
+    }
+  }
+
+  private notify(collection: string): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(collection);
+      } catch {
+        // A listener's failure is its own; the write has committed.
       }
     }
-    return result;
   }
 
   async close(): Promise<void> {
