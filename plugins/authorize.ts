@@ -4,6 +4,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest, preHandlerAsyncH
 import type { AuthorizationRequest, Authorizer } from '../src/auth/authorize.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 import { AuthorizationError } from '../src/auth/errors.js';
+import { StoreError } from '../src/db/errors.js';
 
 export type EnvelopeAuthorizer = Pick<Authorizer, 'request'>;
 
@@ -61,6 +62,8 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
       app.fleetplane?.organizations?.touch(result.organization_id);
       return undefined;
     } catch (error) {
+      // A store that cannot be reached is no verdict on the caller: 503 store_unavailable (plugins/errors.ts).
+      if (error instanceof StoreError && error.statusCode === 503) throw error;
       const refusal =
         error instanceof AuthorizationError
           ? error

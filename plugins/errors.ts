@@ -2,6 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyBaseLogger, FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { duplicatedHeader } from '../src/http/duplicate-headers.js';
+import { StoreError } from '../src/db/errors.js';
 import { RateLimitedWarnings } from '../src/logging/rate-limited.js';
 import { closeUpgradeOnAnswer, refuseDuplicateHeader } from './request-guard.js';
 
@@ -42,6 +43,10 @@ export function validationMessage(error: FastifyError): string {
 const errors: FastifyPluginAsync = async (app) => {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    if (status === 503 && error instanceof StoreError) {
+      request.log.warn({ err: error }, 'the data store is unavailable');
+      return reply.code(503).header('cache-control', 'no-store').send({ error: { code: 'store_unavailable', message: 'the data store is unavailable; try again later' } });
+    }
     if (status >= 500) {
       request.log.error({ err: error }, 'request failed');
       return reply.code(status).header('cache-control', 'no-store').send({ error: { code: status === 503 ? 'unavailable' : 'internal', message: 'internal error' } });

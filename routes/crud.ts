@@ -42,7 +42,7 @@ const crud: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       try {
-        return await runCrud(app.db, request.envelope!);
+        return await runCrud(app.db, request.envelope!, { maxCollections: app.fleetplane.config.db?.maxCollectionsPerOrganization });
       } catch (error) {
         if (!(error instanceof CrudError)) throw error;
         return reply.code(error.statusCode as Status).send({ error: { code: error.code, message: error.message } });
