@@ -7,6 +7,7 @@ const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   store_error: 500,
   schema_too_new: 500,
   store_unsupported: 500,
+  store_misconfigured: 500,
   store_unavailable: 503,
   store_busy: 503,
   store_closed: 503,

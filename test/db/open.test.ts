@@ -70,3 +70,15 @@ t.test('an embedded store path that cannot be a file is a clear store error', as
   t.ok(error instanceof StoreError);
   t.match(error, { code: 'store_unavailable', message: /^cannot open the embedded store at .*plain\/store\.db: / });
 });
+
+t.test('a connection string MongoDB cannot use is a store_misconfigured error, not an outage to retry', async (t) => {
+  for (const url of ['mongodb://127.0.0.1:99999/', 'http://db.example/', 'mongodb://127.0.0.1:27017/?authMechanism=BOGUS']) {
+    const config = loadConfig({ env: {}, object: { dataDir: tempDir(), mongodb: { url } } }).config;
+    const error = await openStore(config).then(
+      () => undefined,
+      (failure: unknown) => failure,
+    );
+    t.notOk(error instanceof StoreUnavailableError, url);
+    t.match(error, { code: 'store_misconfigured', statusCode: 500, message: /^cannot connect to MongoDB: / }, url);
+  }
+});

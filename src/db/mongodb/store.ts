@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MongoClient, type ClientSession, type Db, type Document as DriverDocument } from 'mongodb';
-import { StoreUnavailableError } from '../errors.js';
+import { StoreError, StoreUnavailableError } from '../errors.js';
 import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, OrganizationScope, Store } from '../types.js';
 import { MongoCollection } from './collection.js';
@@ -46,7 +46,10 @@ export class MongoStore implements Store {
       client = new MongoClient(resolved.url, clientOptions(resolved));
       await client.connect();
     } catch (error) {
-      throw new StoreUnavailableError(`cannot connect to MongoDB: ${redactCredentials((error as Error).message)}`, { cause: error });
+      const message = `cannot connect to MongoDB: ${redactCredentials((error as Error).message)}`;
+      // Unreachable is worth retrying; a bad connection string or refused credentials are not.
+      if (toStoreError('connection', error) instanceof StoreUnavailableError) throw new StoreUnavailableError(message, { cause: error });
+      throw new StoreError(message, 'store_misconfigured', { cause: error });
     }
     const db = client.db(databaseName(resolved));
     try {
