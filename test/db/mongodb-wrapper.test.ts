@@ -165,3 +165,14 @@ t.test('client options: bounded waits from the settings, a capped pool, primary 
     readPreference: 'primary',
   });
 });
+
+t.test('a first write creates its collection and counter before its transaction, once per process', async (t) => {
+  const { fake, items } = setUp();
+  await items.insertOne({ _id: 'a' });
+  await items.insertOne({ _id: 'b' });
+  const setup = fake.calls.filter((call) => call.method === 'createCollection' || (call.method === 'updateOne' && '$setOnInsert' in (call.args[1] as object)));
+  t.same(setup.map((call) => [call.collection, call.method, call.inTransaction]), [
+    ['items', 'createCollection', false],
+    ['fleetplane_collection_versions', 'updateOne', false],
+  ]);
+});

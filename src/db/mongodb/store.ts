@@ -11,6 +11,7 @@ import { assertSupportedServer, clientOptions, databaseName, DEFAULT_MONGO_SETTI
 export const VERSIONS_COLLECTION = 'fleetplane_collection_versions';
 
 type Counter = { _id: string; version: number };
+const NAMESPACE_EXISTS = 48;
 
 /** What the store needs of a connected client; tests hand in a fake `Db`. */
 export interface MongoConnection {
@@ -132,9 +133,18 @@ export class MongoStore implements Store {
     }
   }
 
-  /** Counters exist before any transaction uses them, so concurrent first writers conflict instead of colliding. */
+  /**
+   * The collection and its counter exist before any transaction uses them: concurrent first writers then
+   * conflict instead of colliding, and no transaction has to create a collection (which a sharded cluster
+   * refuses when another shard takes part in it).
+   */
   private async ensureCounter(collection: string): Promise<void> {
     if (this.counters.has(collection)) return;
+    try {
+      await this.connection.db.createCollection(collection);
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== NAMESPACE_EXISTS) throw error;
+    }
     try {
       await this.versions().updateOne({ _id: collection }, { $setOnInsert: { version: 0 } }, { upsert: true });
     } catch (error) {
