@@ -6,8 +6,8 @@ export interface StoreCacheOptions {
   /** Entry cap; keys come from requests, so an attacker must not grow the cache forever. */
   maxEntries?: number;
   /**
-   * Longest any entry is served without reading the store again (default 60 s), whatever the counters say: the
-   * backstop for a write whose counter bump was lost (a process killed between write and bump, a store outage).
+   * Longest any entry is served without reading the store again (default 60 s; applied at the counter check, so
+   * up to `revalidateMs` later), whatever the counters say: the backstop for a write whose counter bump was lost.
    */
   maxAgeMs?: number;
   now?: () => number;
