@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { StoreError } from '../errors.js';
+import { ChangeListeners } from '../change-listeners.js';
 import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, IndexSpec, OrganizationScope, Store } from '../types.js';
 import type { EmbeddedBackend, Statements } from './backend.js';
@@ -41,7 +42,7 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
   readonly statements: Statements;
   private readonly collections = new Map<string, EmbeddedCollection<Document>>();
   private readonly indexCache = new Map<string, { specs: IndexSpec[]; loadedAt: number }>();
-  private readonly listeners = new Set<ChangeListener>();
+  private readonly listeners = new ChangeListeners();
   private closed = false;
 
   private constructor(
@@ -74,8 +75,7 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
   }
 
   onChange(listener: ChangeListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.listeners.add(listener);
   }
 
   /** Index definitions for reads: cached briefly, since a missing one only costs a scan. */
@@ -128,7 +128,7 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
       await this.bumpAfterFailure(collection);
       throw error;
     }
-    if (outcome.counts) this.notify(collection);
+    if (outcome.counts) this.listeners.notify(collection);
     return outcome.result;
   }
 
@@ -137,21 +137,12 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
     if (this.closed) return;
     try {
       await withBusyRetry(() => this.statements.bumpVersion.run(collection));
-      this.notify(collection);
+      this.listeners.notify(collection);
     } catch {
       // The caller hears about the write's own failure.
     }
   }
 
-  private notify(collection: string): void {
-    for (const listener of this.listeners) {
-      try {
-        listener(collection);
-      } catch {
-        // A listener's failure is its own; the write has committed.
-      }
-    }
-  }
 
   async close(): Promise<void> {
     if (this.closed) return;

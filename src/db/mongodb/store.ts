@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MongoClient, type ClientSession, type Db, type Document as DriverDocument } from 'mongodb';
 import { StoreError, StoreUnavailableError } from '../errors.js';
+import { ChangeListeners } from '../change-listeners.js';
 import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, OrganizationScope, Store } from '../types.js';
 import { MongoCollection } from './collection.js';
@@ -31,7 +32,7 @@ export interface MongoConnection {
 export class MongoStore implements Store {
   readonly backend = 'mongodb' as const;
   private readonly collections = new Map<string, MongoCollection<Document>>();
-  private readonly listeners = new Set<ChangeListener>();
+  private readonly listeners = new ChangeListeners();
   private readonly counters = new Set<string>();
 
   constructor(
@@ -85,8 +86,7 @@ export class MongoStore implements Store {
   }
 
   onChange(listener: ChangeListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.listeners.add(listener);
   }
 
   async close(): Promise<void> {
@@ -101,7 +101,7 @@ export class MongoStore implements Store {
     try {
       await this.ensureCounter(collection);
       const result = await this.inTransaction(collection, operation);
-      this.notify(collection);
+      this.listeners.notify(collection);
       return result;
     } catch (error) {
       await this.bumpAfterFailure(collection);
@@ -157,21 +157,12 @@ export class MongoStore implements Store {
   private async bumpAfterFailure(collection: string): Promise<void> {
     try {
       await this.versions().updateOne({ _id: collection }, { $inc: { version: 1 } }, { upsert: true });
-      this.notify(collection);
+      this.listeners.notify(collection);
     } catch {
       // The store is most likely down; caches fall back on their maximum age. The caller hears the write's error.
     }
   }
 
-  private notify(collection: string): void {
-    for (const listener of this.listeners) {
-      try {
-        listener(collection);
-      } catch {
-        // A listener's failure is its own; the write has happened.
-      }
-    }
-  }
 
   private versions() {
     return this.connection.db.collection<Counter>(VERSIONS_COLLECTION);
