@@ -4,6 +4,7 @@ import type { FastifyPluginAsync, FastifyRequest, preHandlerAsyncHookHandler } f
 import type { AuthorizationRequest, Authorizer } from '../src/auth/authorize.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 import { AuthorizationError } from '../src/auth/errors.js';
+import { StoreError } from '../src/db/errors.js';
 
 export type EnvelopeAuthorizer = Pick<Authorizer, 'request'>;
 
@@ -60,6 +61,8 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
       // The organization map learns which workers serve which organization from here.
       app.fleetplane?.organizations?.touch(result.organization_id);
     } catch (error) {
+      // A store that cannot be reached is no verdict on the caller: 503 store_unavailable (plugins/errors.ts).
+      if (error instanceof StoreError && error.statusCode === 503) throw error;
       const refusal =
         error instanceof AuthorizationError
           ? error

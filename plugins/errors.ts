@@ -2,6 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyBaseLogger, FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { duplicatedHeader } from '../src/http/duplicate-headers.js';
+import { StoreError } from '../src/db/errors.js';
 import { RateLimitedWarnings } from '../src/logging/rate-limited.js';
 import { FleetplaneError, errorBody } from '../src/errors.js';
 import { sendError } from './error-reply.js';
@@ -47,6 +48,10 @@ const errors: FastifyPluginAsync = async (app) => {
   app.setErrorHandler((error: FastifyError | FleetplaneError, request, reply) => {
     if (error instanceof FleetplaneError && error.expose) return sendError(reply, error.statusCode, error.toBody(), error.headers);
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    if (status === 503 && error instanceof StoreError) {
+      request.log.warn({ err: error }, 'the data store is unavailable');
+      return sendError(reply, 503, errorBody('store_unavailable', 'the data store is unavailable; try again later'));
+    }
     if (status >= 500 || error instanceof FleetplaneError) {
       request.log.error({ err: error }, 'request failed');
       return sendError(reply, status, errorBody(status === 503 ? 'unavailable' : 'internal', 'internal error'));

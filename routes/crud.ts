@@ -37,7 +37,7 @@ const crud: FastifyPluginAsyncTypebox = async (app) => {
       },
       preHandler: app.authorizeEnvelope,
     },
-    async (request) => runCrud(app.db, request.envelope!),
+    async (request) => runCrud(app.db, request.envelope!, { maxCollections: app.fleetplane.config.db?.maxCollectionsPerOrganization }),
   );
 };
 

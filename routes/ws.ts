@@ -106,7 +106,7 @@ const ws: FastifyPluginAsync = async (app) => {
   /** Serves one authorized envelope as its HTTP route would. */
   const dispatch = async (authorized: AuthorizedEnvelope, requestedScope: boolean, log: FastifyRequest['log']): Promise<unknown> => {
     const { method } = authorized;
-    if (isCrudMethod(method)) return runCrud(server.db, authorized);
+    if (isCrudMethod(method)) return runCrud(server.db, authorized, { maxCollections: server.config.db?.maxCollectionsPerOrganization });
     const workflow = WORKFLOW_METHOD.exec(method);
     if (workflow) {
       const name = workflow[1]!;
