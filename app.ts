@@ -15,7 +15,6 @@ import authorize from './plugins/authorize.js';
 import envelope from './plugins/envelope.js';
 import openapi from './plugins/openapi.js';
 import shed from './plugins/shed.js';
-import requestId from './plugins/request-id.js';
 import httpHabits from './plugins/http-habits.js';
 import staticFiles from './plugins/static.js';
 import { requestIdFor } from './src/http/request-id.js';
@@ -88,7 +87,6 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   await app.register(errors);
-  await app.register(requestId);
   await app.register(requestGuard);
   await app.register(httpHabits, { http: config.http, server: options.server });
   await app.register(services, { server: options.server });

@@ -202,8 +202,10 @@ async function main() {
   const memoryDir = path.join(tmpDir, 'memory');
   const memoryProbe = memoryProbeEnv(memoryDir);
   const a = new Fixture('cluster-fastify.mjs', { BENCH_WORKERS: String(WORKERS), ...memoryProbe });
-  const b = new Fixture('fleetplane.mjs', { ...fpConfig('b'), ...memoryProbe });
-  const bBareApp = new Fixture('fleetplane.mjs', { ...fpConfig('b-bare-app'), BENCH_FP_APP: 'bare', ...memoryProbe });
+  // The primary runs with the Node flags `npm start`, the CLI's shebang and the image give it.
+  const primaryFlags = { execArgv: ['--max-semi-space-size=2'] };
+  const b = new Fixture('fleetplane.mjs', { ...fpConfig('b'), ...memoryProbe }, primaryFlags);
+  const bBareApp = new Fixture('fleetplane.mjs', { ...fpConfig('b-bare-app'), BENCH_FP_APP: 'bare', ...memoryProbe }, primaryFlags);
   await Promise.all([a.ready(), b.ready(), bBareApp.ready()]);
   const names = ['a', 'b', 'bBareApp'];
   const fixtures = { a, b, bBareApp };

@@ -19,6 +19,13 @@ import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { ReadinessGrace } from './readiness-grace.js';
 import { assertSafeEnv, nodeOptionsWarning } from '../config/guards.js';
 
+/**
+ * Node flags every worker starts with, before the operator's `workers.execArgv` (a later flag wins). V8 grows
+ * the young generation to 2 × 16 MiB after the allocations of boot and an idle process never gives it back;
+ * 8 MiB semispaces halve that reserve at no measurable cost in CPU per request.
+ */
+export const WORKER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+
 export interface PrimaryOptions {
   config: ResolvedConfig;
   serverId: string;
@@ -91,7 +98,7 @@ export class PrimaryRuntime {
         events: options.events,
         clock: this.clock,
         metrics: this.metrics,
-        forkWorker: clusterForkPort({ exec: options.exec ?? process.argv[1], args: process.argv.slice(2), execArgv: config.workers.execArgv }),
+        forkWorker: clusterForkPort({ exec: options.exec ?? process.argv[1], args: process.argv.slice(2), execArgv: [...WORKER_NODE_FLAGS, ...config.workers.execArgv] }),
         exitCode: {
           setExitCode: (code) => {
             process.exitCode = code;
