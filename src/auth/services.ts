@@ -1,4 +1,5 @@
-import { openStore, type StoreConfig } from '../db/open.js';
+import type { StoreConfig } from '../db/open.js';
+import { openStoreWithRetry, type StoreOpenLog } from '../db/open-retry.js';
 import type { Store } from '../db/types.js';
 import { Authorizer, type AuthorizationLog } from './authorize.js';
 import type { FailureLimitSettings } from './failure-limit.js';
@@ -16,8 +17,10 @@ export interface AuthorizationConfig {
 }
 
 /** The store of this process (embedded or MongoDB) and the authorizer over it: `server.db`, `server.authorize`. */
-export async function openDataServices(config: StoreConfig & AuthorizationConfig, log?: AuthorizationLog): Promise<DataServices> {
-  const db = await openStore(config);
+export async function openDataServices(config: StoreConfig & AuthorizationConfig, log?: AuthorizationLog & StoreOpenLog, options: { signal?: AbortSignal } = {}): Promise<DataServices> {
+  // A store that cannot be reached yet (MongoDB starting with the host) is retried with backoff, one log line
+  // per attempt; a misconfigured one fails at once.
+  const db = await openStoreWithRetry(config, log ?? SILENT, { signal: options.signal });
   const authorize = new Authorizer(db, {
     log,
     platformOrganization: config.server?.organization,
@@ -26,3 +29,5 @@ export async function openDataServices(config: StoreConfig & AuthorizationConfig
   });
   return { db, authorize };
 }
+
+const SILENT: StoreOpenLog = { warn: () => {} };

@@ -25,7 +25,16 @@ export function openKeyring(config: ResolvedConfig, env: NodeJS.ProcessEnv): Sec
  * first; workers open the same store with the same keys.
  */
 export async function openServerData(config: ResolvedConfig, log: Logger, secrets: SecretKeyring, options: { sealAtStart: boolean }): Promise<ServerData> {
-  const data = await openDataServices(config, log.child({ component: 'authorize' }));
+  // SIGTERM or SIGINT while the store is still unreachable stops the boot instead of waiting on.
+  const stop = new AbortController();
+  const abort = () => stop.abort(new Error('stopped while waiting for the store'));
+  process.once('SIGTERM', abort).once('SIGINT', abort);
+  let data;
+  try {
+    data = await openDataServices(config, log.child({ component: 'authorize' }), { signal: stop.signal });
+  } finally {
+    process.off('SIGTERM', abort).off('SIGINT', abort);
+  }
   if (options.sealAtStart) await sealPlaintextAtStart(data.db, secrets, log.child({ component: 'secrets' }));
   return { db: new SealedStore(data.db, secrets), authorize: data.authorize, secrets };
 }
