@@ -2,6 +2,7 @@ import {
   DUPLICATE_HEADER_REPLY,
   FALLBACK_REDIRECT_REPLY,
   FALLBACK_UNAVAILABLE_REPLY,
+  STORE_UNAVAILABLE_REPLY,
   HEADERS,
   EXAMPLE_NAMES,
   METHOD_NOT_ALLOWED_REPLY,
@@ -86,7 +87,10 @@ export function documentedResponses(declared: Responses, route: RouteFacts): Res
     responses[status] = existing ? merged(existing, addition) : { ...addition };
   };
   add(400, DUPLICATE_HEADER_REPLY as unknown as Schema);
-  if (route.takesKey) add(429, TOO_MANY_FAILURES_REPLY as unknown as Schema);
+  if (route.takesKey) {
+    add(429, TOO_MANY_FAILURES_REPLY as unknown as Schema);
+    add(503, STORE_UNAVAILABLE_REPLY as unknown as Schema);
+  }
   if (route.envelope) {
     add(405, METHOD_NOT_ALLOWED_REPLY as unknown as Schema);
     add(415, UNSUPPORTED_MEDIA_TYPE_REPLY as unknown as Schema);

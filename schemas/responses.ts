@@ -15,6 +15,7 @@ export const DUPLICATE_HEADER: ErrorExample = { code: 'duplicate_header', messag
 export const TOO_MANY_FAILURES: ErrorExample = { code: 'too_many_requests', message: 'too many failed authentications from this address: retry in 30 s' };
 export const FALLBACK_UNAVAILABLE: ErrorExample = { code: 'unavailable', message: 'no worker is serving on this node; retry later' };
 export const SHED_UNAVAILABLE: ErrorExample = { code: 'unavailable', message: 'this organization is not served on this node right now; retry later' };
+export const STORE_UNAVAILABLE: ErrorExample = { code: 'store_unavailable', message: 'the data store is unavailable; try again later' };
 /** Names for examples whose code alone does not tell them apart. */
 export const EXAMPLE_NAMES: ReadonlyMap<string, string> = new Map([
   [FALLBACK_UNAVAILABLE.message, 'no_worker_serving'],
@@ -55,6 +56,9 @@ export const FALLBACK_UNAVAILABLE_REPLY = errorReply(
   FALLBACK_UNAVAILABLE,
   SHED_UNAVAILABLE,
 );
+
+/** Every route that takes a key: the data store cannot be reached (authorization and data both need it). */
+export const STORE_UNAVAILABLE_REPLY = errorReply('The data store cannot be reached right now; nothing was written; retry later', STORE_UNAVAILABLE);
 
 /** `GET /docs`: the UI page (its scripts and styles are separate, unlisted paths). */
 export const DOCS_PAGE_REPLY = {
