@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { loadConfig } from '../../src/config/load.js';
@@ -8,7 +8,7 @@ import { memoryLog } from './helpers.js';
 type Routes = Record<string, { status?: number; body: string; needs?: Record<string, string> }>;
 
 /** A stand-in instance metadata endpoint that answers the given paths and records every request. */
-async function metadataServer(t: Parameters<Parameters<typeof t.test>[1]>[0], routes: Routes) {
+async function metadataServer(t: Test, routes: Routes) {
   const requests: Array<{ method: string; url: string; headers: http.IncomingHttpHeaders }> = [];
   const server = http.createServer((req, res) => {
     requests.push({ method: req.method!, url: req.url!, headers: req.headers });

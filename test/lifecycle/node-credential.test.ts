@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { NODE_CREDENTIAL_ENV, credentialEnvironment, isAdminFlag, loadNodeCredential } from '../../src/lifecycle/node-credential.js';
 import type { Store } from '../../src/db/types.js';
 import { memoryLog, openTempStore } from './helpers.js';
@@ -6,14 +6,13 @@ import { memoryLog, openTempStore } from './helpers.js';
 const ORG = 'org_platform';
 const SECRET = 'fpk_NodeUploadKey000.s3cr3t-value-that-must-not-leak';
 
-async function withRecords(t: Tap, records: Array<Record<string, unknown>>) {
+async function withRecords(t: Test, records: Array<Record<string, unknown>>) {
   const { store } = await openTempStore();
   t.teardown(() => store.close());
   for (const record of records) await store.collection('servers_config').insertOne({ organization_id: ORG, type: 'key', ...record } as never);
   const log = memoryLog();
   return { credential: await loadNodeCredential({ store, organizationId: ORG, log }), log };
 }
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0];
 
 for (const admin of [true, 'true', 'TRUE', 1, '1']) {
   t.test(`an upload-capable key with admin ${JSON.stringify(admin)} is the node credential`, async (t) => {
