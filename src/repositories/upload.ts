@@ -79,6 +79,11 @@ export class InitialUpload {
       deps.log.info({ url: entry.url }, 'the initial upload is reserved by another node (or awaits reconciliation); not run here');
       return 'reserved-elsewhere';
     }
+    // Another node may have completed it between this node's startup read and its claim.
+    if ((await this.#entryIndex(entry.url)).completed) {
+      await releaseUpload(deps.store, key, deps.serverId);
+      return 'skipped';
+    }
     const [file, ...args] = deps.command!;
     let code: number;
     try {
@@ -107,18 +112,26 @@ export class InitialUpload {
 
   /** Rereads the entry by URL (the list may have changed since startup) and marks it, guarded by its position. */
   async #recordCompletion(url: string, completedAt: string): Promise<boolean> {
-    const clusters = this.deps.store.collection('clusters');
-    const filter = { _id: this.deps.clusterId, organization_id: this.deps.organizationId };
-    const cluster = await clusters.findOne(filter);
-    const list = Array.isArray(cluster?.repositories) ? (cluster.repositories as Array<{ url?: unknown }>) : [];
-    const index = list.findIndex((item) => item?.url === url);
+    const { index } = await this.#entryIndex(url);
     if (index < 0) return false;
     const at = `repositories.${index}`;
-    const { matchedCount } = await clusters.updateOne(
-      { ...filter, [`${at}.url`]: url },
+    const { matchedCount } = await this.deps.store.collection('clusters').updateOne(
+      { ...this.#clusterFilter(), [`${at}.url`]: url },
       { $set: { [`${at}.initialUpload.completed`]: true, [`${at}.initialUpload.completedAt`]: completedAt } },
     );
     return matchedCount === 1;
+  }
+
+  #clusterFilter() {
+    return { _id: this.deps.clusterId, organization_id: this.deps.organizationId };
+  }
+
+  /** Where the entry of `url` sits in the stored list now, and whether it is already marked completed. */
+  async #entryIndex(url: string): Promise<{ index: number; completed: boolean }> {
+    const cluster = await this.deps.store.collection('clusters').findOne(this.#clusterFilter());
+    const list = Array.isArray(cluster?.repositories) ? (cluster.repositories as Array<{ url?: unknown; initialUpload?: { completed?: unknown } }>) : [];
+    const index = list.findIndex((item) => item?.url === url);
+    return { index, completed: index >= 0 && list[index]?.initialUpload?.completed === true };
   }
 
   private now(): Date {
