@@ -74,3 +74,22 @@ t.test('admin flag forms', async (t) => {
   t.same([true, 'true', ' True ', 1, '1'].map(isAdminFlag), [true, true, true, true, true]);
   t.same([false, 'false', 0, '0', 2, 'yes', null, undefined, {}].map(isAdminFlag), [false, false, false, false, false, false, false, false, false]);
 });
+
+t.test('written through the sealing store the credential is sealed at rest, redacted in reads, and opens for the node', async (t) => {
+  const { SealedStore } = await import('../../src/secrets/sealed-store.js');
+  const { SecretKeyring } = await import('../../src/secrets/keyring.js');
+  const { redactSecrets } = await import('../../src/crud/secrets.js');
+  const { randomBytes } = await import('node:crypto');
+  const { store: raw } = await openTempStore();
+  t.teardown(() => raw.close());
+  const keyring = SecretKeyring.fromKeys([randomBytes(32)]);
+  const sealed = new SealedStore(raw, keyring);
+  await sealed.forOrganization(ORG).collection('servers_config').insertOne({ _id: 'k1', name: 'node-upload', type: 'key', admin: true, key: SECRET });
+  const stored = await raw.collection('servers_config').findOne({ _id: 'k1' });
+  t.match(stored?.key, /^fpsec:v1:/, 'sealed in the store');
+  t.equal(redactSecrets('servers_config', stored!).key, '[redacted]');
+  t.equal(await loadNodeCredential({ store: sealed, organizationId: ORG, log: memoryLog(), secrets: keyring }), SECRET);
+  const routing = { _id: 'r1', organization_id: ORG, name: 'routing', type: 'routing', config: { enabled: false } };
+  await sealed.collection('servers_config').insertOne(routing);
+  t.same(await raw.collection('servers_config').findOne({ _id: 'r1' }), routing, 'records without a key are stored as they are');
+});
