@@ -56,8 +56,9 @@ export interface CredentialDeps {
 
 /**
  * SPEC 14.3: the environment git runs with for one repository URL. The credential is the `authorization`
- * header secret (HTTPS) or the `ssh-private-key` header secret (SSH) of the `apis` record named by the entry,
- * else of the record whose base URL has the repository's host. SSH always checks host keys strictly.
+ * header (HTTPS; `git-username` names the user, default `x-access-token`) or the `git-ssh-key` header (SSH,
+ * with `git-known-hosts`) of the `apis` record named by the entry, else of the record whose base URL has the
+ * repository's host. Those `git-*` headers are never sent to the provider. SSH always checks host keys strictly.
  */
 export class RepositoryCredentials {
   constructor(private readonly deps: CredentialDeps) {}
@@ -79,12 +80,12 @@ export class RepositoryCredentials {
       const header = headers[name];
       return isRecord(header) && typeof header.secret === 'string' ? header.secret : typeof header === 'string' ? header : undefined;
     };
-    const gitOptions = record && isRecord(record.git) ? record.git : {};
     if (isSshUrl(url)) {
       const options = ['ssh', '-o', 'StrictHostKeyChecking=yes', '-o', 'BatchMode=yes'];
-      const key = secretOf('ssh-private-key');
+      const key = secretOf('git-ssh-key');
       if (key) options.push('-i', quote(this.file('keys', key, key.endsWith('\n') ? key : `${key}\n`)), '-o', 'IdentitiesOnly=yes');
-      if (typeof gitOptions.knownHosts === 'string') options.push('-o', quote(`UserKnownHostsFile=${this.file('known_hosts', gitOptions.knownHosts, gitOptions.knownHosts)}`));
+      const knownHosts = secretOf('git-known-hosts');
+      if (knownHosts) options.push('-o', quote(`UserKnownHostsFile=${this.file('known_hosts', knownHosts, knownHosts.endsWith('\n') ? knownHosts : `${knownHosts}\n`)}`));
       env.GIT_SSH_COMMAND = options.join(' ');
       return env;
     }
@@ -92,7 +93,7 @@ export class RepositoryCredentials {
     if (authorization) {
       const token = tokenOf(authorization);
       env.GIT_ASKPASS = this.file('bin', 'askpass', ASKPASS_SCRIPT, 0o700);
-      env[ASKPASS_USERNAME_ENV] = token.username ?? (typeof gitOptions.username === 'string' ? gitOptions.username : 'x-access-token');
+      env[ASKPASS_USERNAME_ENV] = token.username ?? secretOf('git-username') ?? 'x-access-token';
       env[ASKPASS_PASSWORD_ENV] = token.password;
     }
     return env;

@@ -3,6 +3,7 @@ import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from '
 import path from 'node:path';
 import { RepositoryService, REPOSITORY_ORGANIZATION_ENV, REPOSITORY_ROOT_ENV } from '../../src/repositories/service.js';
 import { systemGit, type GitRunner } from '../../src/repositories/git.js';
+import { compileProvider } from '../../src/api/provider.js';
 import { memoryLog, openTempStore, tempDir } from '../lifecycle/helpers.js';
 import { GIT_ENV, bareRepository, commitUpstream, gitSync, hangPushes, smartHttpServer } from './git-fixtures.js';
 
@@ -199,7 +200,7 @@ t.test('ssh remotes always check host keys strictly, with the key and known host
   const { service, store } = await setup(t, [], { root });
   await store.collection('apis').insertOne({
     _id: 'api_gh', organization_id: ORG, name: 'github', baseUrl: 'https://github.com', endpoints: {},
-    headers: { 'ssh-private-key': { secret: KEY } }, git: { knownHosts: 'github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl' },
+    headers: { 'git-ssh-key': { secret: KEY }, 'git-known-hosts': 'github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl' },
   });
   const env = await service.environment('git@github.com:owner/site.git');
   t.match(env.GIT_SSH_COMMAND, /-o StrictHostKeyChecking=yes/);
@@ -212,4 +213,13 @@ t.test('ssh remotes always check host keys strictly, with the key and known host
   t.equal(env.GIT_ASKPASS, undefined);
   const plain = await service.environment('git@gitlab.example.com:owner/site.git');
   t.equal(plain.GIT_SSH_COMMAND, 'ssh -o StrictHostKeyChecking=yes -o BatchMode=yes', 'no matching record: strict checking all the same');
+});
+
+t.test('git credential headers stay with the provider: API calls never send them upstream', async (t) => {
+  const provider = compileProvider({
+    name: 'forge', baseUrl: 'https://git.example.com', endpoints: { user: { method: 'get', path: '/user' } },
+    headers: { authorization: { secret: 'Bearer t' }, 'Git-SSH-Key': { secret: 'key' }, 'git-known-hosts': 'h', 'git-username': 'u' },
+  });
+  t.equal(provider.headers.authorization, 'Bearer t');
+  t.notOk(Object.keys(provider.headers).some((name) => name.startsWith('git-')));
 });
