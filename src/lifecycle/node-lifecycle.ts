@@ -6,13 +6,8 @@ import { RepositoryService } from '../repositories/service.js';
 import { InitialUpload, type InitialUploadDeps } from '../repositories/upload.js';
 import { resolveNodeIdentity, type NodeIdentity } from './identity.js';
 import { credentialEnvironment, loadNodeCredential } from './node-credential.js';
+import type { LifecycleLog } from './ports.js';
 import { RoutingHooks, type RoutingDeps } from './routing.js';
-
-export interface LifecycleLog {
-  info(details: Record<string, unknown>, message: string): void;
-  warn(details: Record<string, unknown>, message: string): void;
-  error(details: Record<string, unknown>, message: string): void;
-}
 
 export interface NodeLifecycleDeps {
   config: Pick<ResolvedConfig, 'node' | 'server' | 'routing' | 'repositories' | 'dataDir'>;

@@ -1,5 +1,5 @@
-import type { Store } from '../db/types.js';
 import type { NodeIdentity } from './identity.js';
+import type { LifecycleLog, NodeScope } from './ports.js';
 
 /** The removal request a routing workflow prepares: an `/api` envelope without its organization (SPEC 10.2). */
 export interface RemoveRequest {
@@ -14,21 +14,11 @@ export interface RoutingSettings {
   workflow: string;
 }
 
-export interface RoutingLog {
-  info(details: Record<string, unknown>, message: string): void;
-  warn(details: Record<string, unknown>, message: string): void;
-}
-
-export interface RoutingDeps {
-  store: Pick<Store, 'collection'>;
-  /** The platform organization: the workflow, the override records and the removal run in its scope. */
-  organizationId: string;
-  serverId: string;
-  clusterId: string;
+export interface RoutingDeps extends NodeScope {
   settings: RoutingSettings;
   workflows: { run(name: string, input: unknown, context: { organization_id: string }): Promise<unknown> };
   api: { send(envelope: Record<string, unknown>): Promise<unknown> };
-  log: RoutingLog;
+  log: Pick<LifecycleLog, 'info' | 'warn'>;
 }
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

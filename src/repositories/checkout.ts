@@ -1,17 +1,13 @@
 import { existsSync, mkdirSync, readdirSync, realpathSync } from 'node:fs';
 import path from 'node:path';
+import type { LifecycleLog } from '../lifecycle/ports.js';
 import type { RepositoryEntry } from './entries.js';
 import { git, type GitRunner } from './git.js';
-
-export interface CheckoutLog {
-  info(details: Record<string, unknown>, message: string): void;
-  warn(details: Record<string, unknown>, message: string): void;
-}
 
 export interface CheckoutContext {
   git: GitRunner;
   env: NodeJS.ProcessEnv;
-  log: CheckoutLog;
+  log: Pick<LifecycleLog, 'info' | 'warn'>;
 }
 
 export type PrepareOutcome = 'cloned' | 'reused' | 'switched';

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
-import type { Store } from '../db/types.js';
+import type { LifecycleLog, NodeScope } from '../lifecycle/ports.js';
 import type { SecretOpener } from '../secrets/keyring.js';
-import { commitAndPush, prepareCheckout, type CheckoutLog, type PrepareOutcome } from './checkout.js';
+import { commitAndPush, prepareCheckout, type PrepareOutcome } from './checkout.js';
 import { RepositoryCredentials } from './credentials.js';
 import { parseRepositories, type RepositoryEntry } from './entries.js';
 import { systemGit, type GitRunner } from './git.js';
@@ -9,19 +9,10 @@ import { systemGit, type GitRunner } from './git.js';
 export const REPOSITORY_ROOT_ENV = 'SERVER_REPOSITORY_ROOT';
 export const REPOSITORY_ORGANIZATION_ENV = 'SERVER_REPOSITORY_ORGANIZATION_ID';
 
-export interface RepositoryLog extends CheckoutLog {
-  error(details: Record<string, unknown>, message: string): void;
-}
-
-export interface RepositoryServiceDeps {
-  store: Pick<Store, 'collection'>;
-  /** The platform organization: it owns the cluster document and the credential records. */
-  organizationId: string;
-  clusterId: string;
-  serverId: string;
+export interface RepositoryServiceDeps extends NodeScope {
   projectRoot: string;
   stateDir: string;
-  log: RepositoryLog;
+  log: LifecycleLog;
   secrets?: SecretOpener;
   git?: GitRunner;
   baseEnv?: NodeJS.ProcessEnv;

@@ -1,25 +1,15 @@
-import type { Store } from '../db/types.js';
+import type { LifecycleLog, NodeScope } from '../lifecycle/ports.js';
 import type { RepositoryEntry } from './entries.js';
 import { GitError, runCommand } from './git.js';
 import { claimUpload, releaseUpload, type ReservationKey } from './reservations.js';
 
-export interface UploadLog {
-  info(details: Record<string, unknown>, message: string): void;
-  warn(details: Record<string, unknown>, message: string): void;
-  error(details: Record<string, unknown>, message: string): void;
-}
-
-export interface InitialUploadDeps {
-  store: Pick<Store, 'collection'>;
-  organizationId: string;
-  clusterId: string;
-  serverId: string;
+export interface InitialUploadDeps extends NodeScope {
   /** argv of the upload, run in the checkout without a shell; undefined = uploads are not configured. */
   command: readonly string[] | undefined;
   timeoutMs: number;
   /** The command's environment (the node credential among it, never in argv). */
   env: NodeJS.ProcessEnv;
-  log: UploadLog;
+  log: LifecycleLog;
   now?: () => Date;
   /** Mirrors the completion patch to the parent manager, when one is configured; failures are logged. */
   mirror?: (patch: { cluster_id: string; url: string; completedAt: string }) => Promise<void>;

@@ -96,14 +96,20 @@ t.test('shutdown commits and pushes each enabled checkout on its current branch'
   t.match(log.lines.filter((line) => line.message === 'repository checkpointed').map((line) => line.details.outcome), ['pushed', 'pushed', 'unchanged', 'unchanged']);
 });
 
-t.test('a hanging push is cut at its timeout, its helpers with it, and the next entry still runs', async (t) => {
+/** Two prepared checkouts with a change each; pushes of the first never finish. */
+async function stuckThenNext(t: Test, stuckTimeoutMs: number) {
   const root = tempDir('fleetplane-repos-');
   const stuck = bareRepository(root, 'stuck');
   const next = bareRepository(root, 'next');
-  const { service, log } = await setup(t, [{ url: stuck, shutdownTimeoutMs: 1_500 }, { url: next }], { root });
+  const { service, log } = await setup(t, [{ url: stuck, shutdownTimeoutMs: stuckTimeoutMs }, { url: next }], { root });
   await service.prepare();
   const pidFile = hangPushes(stuck);
   for (const name of ['stuck', 'next']) writeFileSync(path.join(root, name, 'change.txt'), 'x\n');
+  return { service, log, next, pidFile };
+}
+
+t.test('a hanging push is cut at its timeout, its helpers with it, and the next entry still runs', async (t) => {
+  const { service, log, next, pidFile } = await stuckThenNext(t, 1_500);
   await service.checkpoint(60_000, 'SIGINT');
   t.match(log.lines.filter((line) => line.level !== 'info'), [{ level: 'error', details: { index: 0, reason: /timed out after 1500 ms|cut/ }, message: 'repository checkpoint failed' }]);
   t.equal(gitSync(next, 'log', '-1', '--format=%s', 'main'), 'Checkpoint of srv-1 at shutdown (SIGINT)');
@@ -121,13 +127,7 @@ t.test('a hanging push is cut at its timeout, its helpers with it, and the next 
 });
 
 t.test('the remaining shutdown budget bounds a push below its own timeout; later entries are reported, not run', async (t) => {
-  const root = tempDir('fleetplane-repos-');
-  const stuck = bareRepository(root, 'stuck');
-  const late = bareRepository(root, 'late');
-  const { service, log } = await setup(t, [{ url: stuck, shutdownTimeoutMs: 600_000 }, { url: late }], { root });
-  await service.prepare();
-  hangPushes(stuck);
-  for (const name of ['stuck', 'late']) writeFileSync(path.join(root, name, 'change.txt'), 'x\n');
+  const { service, log } = await stuckThenNext(t, 600_000);
   await service.checkpoint(1_000, 'SIGTERM');
   t.match(log.lines.filter((line) => line.level !== 'info'), [
     { level: 'error', details: { index: 0 }, message: 'repository checkpoint failed' },
