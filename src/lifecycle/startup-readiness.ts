@@ -6,21 +6,17 @@ export interface ReadinessSource {
 }
 
 /**
- * Calls `onReady` each time every worker of the fleet is serving: once after startup, and again after the fleet
- * recovered from losing workers (the routing hooks and the initial upload share their first run). In
- * single-process mode (`target` 1, the primary serving) the first call comes as soon as it listens. Returns a
- * function that stops listening.
+ * Calls `onReady` whenever every worker of the fleet is serving: after startup, and again each time a worker
+ * becomes ready in a complete fleet (a replacement after a crash or a restart). Its consumers share their
+ * first run, so repeated readiness is harmless. Already complete when called (single-process mode after
+ * listening): called at once. Returns a function that stops listening.
  */
 export function onFleetReady(source: ReadinessSource, onReady: () => void): () => void {
-  let complete = false;
   const check = () => {
     const { target, active } = source.fleetHealth();
-    const now = target > 0 && active >= target;
-    if (now && !complete) onReady();
-    complete = now;
+    if (target > 0 && active >= target) onReady();
   };
-  const listener = () => check();
-  source.on('worker:ready', listener);
+  source.on('worker:ready', check);
   check();
-  return () => source.off('worker:ready', listener);
+  return () => source.off('worker:ready', check);
 }

@@ -28,7 +28,7 @@ t.test('readiness is announced when the last worker of the fleet is ready, not b
   t.equal(calls, 1);
 });
 
-t.test('after a ready event finds the fleet short, the next complete fleet is announced again', async (t) => {
+t.test('every worker ready in a complete fleet is readiness again (a replacement after a crash)', async (t) => {
   const f = fleet(2);
   let calls = 0;
   const stop = onFleetReady(f.source, () => (calls += 1));
