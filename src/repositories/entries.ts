@@ -121,7 +121,7 @@ const inside = (parent: string, child: string) => {
 
 /**
  * The cluster document's `repositories[]`: malformed entries are refused one by one (index and field); a
- * duplicate URL or checkout, or a checkout that is (or holds, or sits inside) the running project, makes the
+ * duplicate URL or checkout, or a checkout that is (or holds) the running project, makes the
  * whole list a conflict, decided before anything is cloned.
  */
 export function parseRepositories(raw: unknown, projectRoot: string): ParsedRepositories {
@@ -145,8 +145,9 @@ export function parseRepositories(raw: unknown, projectRoot: string): ParsedRepo
     if (sameUrl !== undefined) return { entries: [], refused, conflict: `repositories[${entry.index}].url: the same URL as repositories[${sameUrl}]` };
     const sameCheckout = seenCheckouts.get(entry.checkout);
     if (sameCheckout !== undefined) return { entries: [], refused, conflict: `repositories[${entry.index}].directory: the same checkout as repositories[${sameCheckout}] (${entry.checkout})` };
-    if (inside(entry.checkout, project) || inside(project, entry.checkout)) {
-      return { entries: [], refused, conflict: `repositories[${entry.index}].directory: ${entry.checkout} is the running project (or overlaps it)` };
+    // A checkout at the project, or above it, would clone over the running code; one below it is only nested.
+    if (inside(entry.checkout, project)) {
+      return { entries: [], refused, conflict: `repositories[${entry.index}].directory: ${entry.checkout} is the running project (or holds it)` };
     }
     seenUrls.set(entry.url, entry.index);
     seenCheckouts.set(entry.checkout, entry.index);

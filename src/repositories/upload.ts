@@ -72,6 +72,7 @@ export class InitialUpload {
     // Another node may have completed it between this node's startup read and its claim.
     if ((await this.#entryIndex(entry.url)).completed) {
       await releaseUpload(deps.store, key, deps.serverId);
+      deps.log.info({ url: entry.url }, 'the initial upload was completed by another node; not run here');
       return 'skipped';
     }
     const [file, ...args] = deps.command!;

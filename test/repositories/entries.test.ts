@@ -58,7 +58,10 @@ t.test('a duplicate URL, a duplicate checkout or the running project as destinat
   const self = parseRepositories([{ url: 'https://h/a/fleet.git' }], project);
   t.match(self.conflict, /repositories\[0\]\.directory: \/srv\/apps\/fleet is the running project/);
   const parent = parseRepositories([{ url: 'https://h/a/x.git', localFsRoot: '/srv', directory: 'apps' }], project);
-  t.match(parent.conflict, /overlaps it/);
+  t.match(parent.conflict, /is the running project \(or holds it\)/);
+  const nested = parseRepositories([{ url: 'https://h/a/x.git', localFsRoot: 'sites' }], project);
+  t.equal(nested.conflict, undefined, 'a checkout below the project is allowed');
+  t.equal(nested.entries[0]?.checkout, '/srv/apps/fleet/sites/x');
 });
 
 t.test('no list is no repositories; a list that is not one is refused', async (t) => {
