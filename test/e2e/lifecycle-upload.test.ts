@@ -7,6 +7,8 @@ import { tempDir, type ServerProcess } from '../helpers/server-process.js';
 import { cli, platformDataDir, spawnLifecycleServer } from './lifecycle-fixture.js';
 
 const UPLOAD = [process.execPath, path.resolve(import.meta.dirname, '..', 'repositories', 'fixtures', 'upload-command.mjs')];
+/** The node credential the platform stored (SPEC 14.2): the upload command gets it, no log line shows it. */
+const NODE_KEY = 'fpk_NodeCredentialE2E.not-for-any-log-line';
 const OUTCOMES = ['initial upload completed', 'the initial upload is reserved by another node (or awaits reconciliation); not run here', 'the initial upload was completed by another node; not run here'];
 
 interface Run {
@@ -25,6 +27,7 @@ async function world(t: Test) {
     _id: 'default', organization_id: organizationId, name: 'default',
     repositories: [{ url: bare, localFsRoot: 'checkouts', initialUpload: { enabled: true, completed: false } }],
   });
+  await store.collection('servers_config').insertOne({ _id: 'key-1', organization_id: organizationId, name: 'node-key', type: 'key', admin: 1, key: NODE_KEY });
   t.teardown(() => store.close());
   const uploadLog = path.join(root, 'uploads.jsonl');
   const runs = (): Run[] => (existsSync(uploadLog) ? readFileSync(uploadLog, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Run) : []);
@@ -75,7 +78,9 @@ t.test('two servers sharing one store start together: the upload command runs ex
   t.equal(w.runs().length, 1, 'the command ran once');
   t.ok(await w.completed());
   t.equal(await w.reservations(), 0);
+  t.equal(w.runs()[0]?.credential, NODE_KEY, 'the command got the node credential through its environment');
   await Promise.all([stopGracefully(a), stopGracefully(b)]);
+  for (const server of [a, b]) t.notOk([...server.events.map((event) => JSON.stringify(event)), ...server.stderr].some((line) => line.includes(NODE_KEY)), 'no log line holds the credential');
 });
 
 t.test('a command that exits 1 releases the reservation; the next start runs it', async (t) => {
