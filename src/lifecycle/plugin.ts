@@ -17,8 +17,8 @@ export interface LifecycleHost {
   readonly workflow: RoutingDeps['workflows'];
   readonly authorize?: { directory: { platformOrganization(): Promise<string | null> } };
   readonly primaryRuntime?: { getFleetHealth(): { target: number; active: number } };
-  on(event: 'worker:ready', listener: () => void): unknown;
-  off(event: 'worker:ready', listener: () => void): unknown;
+  on(event: 'worker:ready' | 'status_change', listener: () => void): unknown;
+  off(event: 'worker:ready' | 'status_change', listener: () => void): unknown;
   onShutdown(hook: (reason: string) => void | Promise<void>): void;
   patchWorkerEnv(env: Record<string, string>): void;
   handle(method: string, handler: (data: unknown) => unknown): void;

@@ -1,7 +1,11 @@
-/** What startup readiness needs of the primary: worker-ready events and the fleet's counts. */
+/** A forked worker became ready (`worker:ready`), or the primary's own in-process worker did (`status_change`). */
+export const READINESS_EVENTS = ['worker:ready', 'status_change'] as const;
+type ReadinessEvent = (typeof READINESS_EVENTS)[number];
+
+/** What startup readiness needs of the primary: its events and the fleet's counts. */
 export interface ReadinessSource {
-  on(event: 'worker:ready', listener: () => void): unknown;
-  off(event: 'worker:ready', listener: () => void): unknown;
+  on(event: ReadinessEvent, listener: () => void): unknown;
+  off(event: ReadinessEvent, listener: () => void): unknown;
   fleetHealth(): { target: number; active: number };
 }
 
@@ -16,7 +20,9 @@ export function onFleetReady(source: ReadinessSource, onReady: () => void): () =
     const { target, active } = source.fleetHealth();
     if (target > 0 && active >= target) onReady();
   };
-  source.on('worker:ready', check);
+  for (const event of READINESS_EVENTS) source.on(event, check);
   check();
-  return () => source.off('worker:ready', check);
+  return () => {
+    for (const event of READINESS_EVENTS) source.off(event, check);
+  };
 }

@@ -110,3 +110,14 @@ t.test('kill -9 cannot withdraw: no removal (the edge must notice by itself)', a
   await server.stop();
   t.equal(upstream.count('/origins/remove'), 0);
 });
+
+t.test('single-process mode registers once the primary serves, and withdraws at SIGINT', async (t) => {
+  const upstream = await edge(t);
+  const { dataDir } = platformDataDir(resources(upstream.url));
+  const server = spawnLifecycleServer(t, { dataDir, workers: 0 });
+  await upstream.until(() => upstream.count('/origins answered') === 1);
+  server.signal('SIGINT');
+  t.equal(await server.exited, 0);
+  t.equal(upstream.count('/origins'), 1);
+  t.same(upstream.calls.find((call) => call.path === '/origins/remove')?.body, { registration_ids: ['reg-1', 'reg-2'], reason: 'SIGINT' });
+});

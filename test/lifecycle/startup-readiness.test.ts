@@ -13,7 +13,11 @@ function fleet(target: number) {
       events.emit('worker:ready');
     },
     lose: () => void (state.active -= 1),
-    listeners: () => events.listenerCount('worker:ready'),
+    listeners: () => events.listenerCount('worker:ready') + events.listenerCount('status_change'),
+    localReady: () => {
+      state.active = state.target;
+      events.emit('status_change');
+    },
   };
 }
 
@@ -50,5 +54,14 @@ t.test('already serving (single-process mode after listen): announced at once', 
   f.state.active = 1;
   let calls = 0;
   onFleetReady(f.source, () => (calls += 1));
+  t.equal(calls, 1);
+});
+
+t.test('single-process mode: the in-process worker turning ready is readiness', async (t) => {
+  const f = fleet(1);
+  let calls = 0;
+  onFleetReady(f.source, () => (calls += 1));
+  t.equal(calls, 0, 'not listening yet');
+  f.localReady();
   t.equal(calls, 1);
 });
