@@ -56,10 +56,15 @@ function resources(edgeUrl: string) {
   };
 }
 
-t.test('readiness registers once (a replacement worker included); SIGTERM sends one removal with the reason and the ids', async (t) => {
-  const upstream = await edge(t);
+/** A counting edge, a platform with the routing workflow pointing at it, and a server on that platform. */
+async function edgeAndServer(t: Test, config: Record<string, unknown>, mode: { fail?: boolean; hold?: boolean } = {}) {
+  const upstream = await edge(t, mode);
   const { dataDir } = platformDataDir(resources(upstream.url));
-  const server = spawnLifecycleServer(t, { dataDir, workers: 2, server: { id: 'node-a' }, node: { host: 'node-a.example.com', privateIp: '10.0.0.9' } });
+  return { upstream, server: spawnLifecycleServer(t, { dataDir, ...config }) };
+}
+
+t.test('readiness registers once (a replacement worker included); SIGTERM sends one removal with the reason and the ids', async (t) => {
+  const { upstream, server } = await edgeAndServer(t, { workers: 2, server: { id: 'node-a' }, node: { host: 'node-a.example.com', privateIp: '10.0.0.9' } });
   await server.waitFor((event) => event.event === 'started', 20_000);
   await upstream.until(() => upstream.count('/origins answered') === 1);
   t.match(upstream.calls[0], { path: '/origins', body: { server_id: 'node-a', host: 'node-a.example.com', ip: { private: '10.0.0.9' } } });
@@ -78,9 +83,7 @@ t.test('readiness registers once (a replacement worker included); SIGTERM sends 
 });
 
 t.test('SIGTERM during a slow registration: the removal follows the registration', async (t) => {
-  const upstream = await edge(t, { hold: true });
-  const { dataDir } = platformDataDir(resources(upstream.url));
-  const server = spawnLifecycleServer(t, { dataDir, workers: 1 });
+  const { upstream, server } = await edgeAndServer(t, { workers: 1 }, { hold: true });
   await upstream.until(() => upstream.count('/origins') === 1);
   server.signal('SIGTERM');
   await server.waitFor((event) => event.event === 'shutdown:start');
@@ -91,9 +94,7 @@ t.test('SIGTERM during a slow registration: the removal follows the registration
 });
 
 t.test('a failing routing workflow is logged; the server serves and stops normally without a removal', async (t) => {
-  const upstream = await edge(t, { fail: true });
-  const { dataDir } = platformDataDir(resources(upstream.url));
-  const server = spawnLifecycleServer(t, { dataDir, workers: 1 });
+  const { upstream, server } = await edgeAndServer(t, { workers: 1 }, { fail: true });
   const started = await server.waitFor((event) => event.event === 'started', 20_000);
   await server.waitFor((event) => event.msg === 'the routing workflow failed; the node is not registered for routing');
   t.equal((await request(started.port as number, '/healthz')).status, 200);
@@ -103,18 +104,14 @@ t.test('a failing routing workflow is logged; the server serves and stops normal
 });
 
 t.test('kill -9 cannot withdraw: no removal (the edge must notice by itself)', async (t) => {
-  const upstream = await edge(t);
-  const { dataDir } = platformDataDir(resources(upstream.url));
-  const server = spawnLifecycleServer(t, { dataDir, workers: 1 });
+  const { upstream, server } = await edgeAndServer(t, { workers: 1 });
   await upstream.until(() => upstream.count('/origins answered') === 1);
   await server.stop();
   t.equal(upstream.count('/origins/remove'), 0);
 });
 
 t.test('single-process mode registers once the primary serves, and withdraws at SIGINT', async (t) => {
-  const upstream = await edge(t);
-  const { dataDir } = platformDataDir(resources(upstream.url));
-  const server = spawnLifecycleServer(t, { dataDir, workers: 0 });
+  const { upstream, server } = await edgeAndServer(t, { workers: 0 });
   await upstream.until(() => upstream.count('/origins answered') === 1);
   server.signal('SIGINT');
   t.equal(await server.exited, 0);
