@@ -38,5 +38,5 @@ STOPSIGNAL SIGTERM
 # configuration put it) nor a host name, and no tenant's state (shedding, cordons) changes its answer.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "dist/cli/main.js", "ctl", "status", "--master", "--timeout", "3000"]
-ENTRYPOINT ["node", "dist/cli/main.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=2", "dist/cli/main.js"]
 CMD ["start"]

@@ -9,13 +9,12 @@ import type { AppHost } from './src/runtime/app-host.js';
 import { answerClientError } from './src/http/raw-errors.js';
 import errors, { frameworkErrors } from './plugins/errors.js';
 import requestGuard from './plugins/request-guard.js';
-import services, { type ServerContext } from './plugins/services.js';
+import services, { type RouteContext } from './plugins/services.js';
 import httpMetrics from './plugins/http-metrics.js';
 import authorize from './plugins/authorize.js';
 import envelope from './plugins/envelope.js';
 import openapi from './plugins/openapi.js';
 import shed from './plugins/shed.js';
-import requestId from './plugins/request-id.js';
 import httpHabits from './plugins/http-habits.js';
 import staticFiles from './plugins/static.js';
 import { requestIdFor } from './src/http/request-id.js';
@@ -29,7 +28,7 @@ import webhooks from './routes/webhooks.js';
 import crud from './routes/crud.js';
 
 export interface BuildAppOptions {
-  server: ServerContext;
+  server: RouteContext;
   logger?: Logger | false;
   /** Trusted routes of an embedding application, registered last. */
   extend?: FastifyPluginAsync;
@@ -88,7 +87,6 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   await app.register(errors);
-  await app.register(requestId);
   await app.register(requestGuard);
   await app.register(httpHabits, { http: config.http, server: options.server });
   await app.register(services, { server: options.server });
@@ -144,7 +142,7 @@ function yieldingTo(plugin: FastifyPluginAsync): FastifyPluginAsync {
  * The primary's fallback surface: `POST /control` and `GET /metrics` (SPEC 1.3: never redirected) through the
  * same authorization as the workers'.
  */
-export async function buildPrimaryRoutes(server: ServerContext, logger?: Logger): Promise<(request: IncomingMessage, response: ServerResponse) => boolean> {
+export async function buildPrimaryRoutes(server: RouteContext, logger?: Logger): Promise<(request: IncomingMessage, response: ServerResponse) => boolean> {
   const { app } = await buildApp({ server, logger, surface: 'control' });
   return (request, response) => {
     const path = request.url?.split('?')[0];

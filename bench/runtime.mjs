@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Fixture, cpuMs, killAll, rssMiB } from './lib/procs.mjs';
 import { newConnectionLoop, steadyLoad } from './lib/load.mjs';
+import { memoryMarkdown, memoryProbeEnv, memorySnapshots, summarizeSnapshot } from './lib/memory.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..');
@@ -197,9 +198,14 @@ async function main() {
   // `bBareApp` is Fleetplane's runtime serving (a)'s bare app: b/bBareApp is the application's share of a gap,
   // bBareApp/a the runtime's (primary hand-off, worker runtime).
   log('starting (a) cluster + Fastify, (b) Fleetplane, (bBareApp) Fleetplane runtime with the bare app');
-  const a = new Fixture('cluster-fastify.mjs', { BENCH_WORKERS: String(WORKERS) });
-  const b = new Fixture('fleetplane.mjs', fpConfig('b'));
-  const bBareApp = new Fixture('fleetplane.mjs', { ...fpConfig('b-bare-app'), BENCH_FP_APP: 'bare' });
+  // The memory probe is preloaded in (a), (b) and (bBareApp), primary and workers: it answers SIGUSR2 only.
+  const memoryDir = path.join(tmpDir, 'memory');
+  const memoryProbe = memoryProbeEnv(memoryDir);
+  const a = new Fixture('cluster-fastify.mjs', { BENCH_WORKERS: String(WORKERS), ...memoryProbe });
+  // The primary runs with the Node flags `npm start`, the CLI's shebang and the image give it.
+  const primaryFlags = { execArgv: ['--max-semi-space-size=2'] };
+  const b = new Fixture('fleetplane.mjs', { ...fpConfig('b'), ...memoryProbe }, primaryFlags);
+  const bBareApp = new Fixture('fleetplane.mjs', { ...fpConfig('b-bare-app'), BENCH_FP_APP: 'bare', ...memoryProbe }, primaryFlags);
   await Promise.all([a.ready(), b.ready(), bBareApp.ready()]);
   const names = ['a', 'b', 'bBareApp'];
   const fixtures = { a, b, bBareApp };
@@ -211,6 +217,12 @@ async function main() {
   await sleep(500);
   const targets = { a: a.info, b: await fleetPids(b), bBareApp: await fleetPids(bBareApp) };
   const rssIdle = Object.fromEntries(names.map((name) => [name, rssOf(targets[name])]));
+  // After RSS is read: the snapshot itself loads the inspector.
+  const memoryIdle = [];
+  for (const name of names) {
+    const snapshots = await memorySnapshots(memoryDir, [targets[name].pid, ...targets[name].workers]);
+    snapshots.forEach((snapshot, index) => memoryIdle.push({ fixture: name, label: `${name} ${index === 0 ? 'primary' : `worker ${index}`}`, summary: summarizeSnapshot(snapshot) }));
+  }
   log('warm-up');
   for (const name of names) {
     await cannon({ port: targets[name].port, path: '/healthz', close: false, seconds: 1 });
@@ -283,6 +295,7 @@ async function main() {
     met: handOffMet.keepAlive && handOffMet.newConnection && handOffMet.newConnectionRawClient,
     metBy: handOffMet,
     rssMiB: { idle: rssIdle, afterLoad: rssAfterLoad },
+    memoryIdle,
   };
   log('stopping (a) and (bBareApp)');
   await Promise.all([a.stop(5_000), bBareApp.stop(15_000)]);
@@ -547,6 +560,12 @@ function markdown(report) {
     `| (d) kill -9: 2 workers ready again after (per kill; restart backoff) | | ${k.kills.map((kill) => `${fmt(kill.capacityBackMs)} ms`).join(' / ')} (backoff ${k.kills.map((kill) => fmt(kill.restartBackoffMs)).join(' / ')} ms; exit seen after ${k.kills.map((kill) => fmt(kill.msAfterKill.exitSeen)).join(' / ')} ms) | | | |`,
     `| (e) rolling restart (SIGHUP): failed requests | | ${failures(e.load)} | | 0 | ${yes(e.met)} |`,
     `| (e) rolling restart: duration; time with < 2 workers taking connections | | ${fmt(e.durationMs)} ms; ${fmt(e.reducedCapacity.totalMs)} ms | | | |`,
+    '',
+    '## Idle memory per process (MiB unless said)',
+    '',
+    '(a) bare Node cluster + Fastify, (b) Fleetplane, (bBareApp) Fleetplane runtime serving the bare app. Taken right after the idle RSS above, from inside each process (`process.memoryUsage()`, `v8.getHeapSpaceStatistics()`); "other native" is RSS − heap total − external (Node itself, native addons such as SQLite, thread stacks, allocator slack). Loaded code: every script V8 holds, listed with the inspector\'s `Debugger.enable` in-process (CommonJS, ES modules and code compiled from strings alike), grouped by package or dist/ folder; KiB of source text.',
+    '',
+    memoryMarkdown(h.memoryIdle),
     '',
     `Method: one run (${fmt(report.durationS)} s; load average ${report.machine.loadavgAtStart[0]} at the start, ${report.machine.loadavgAtEnd[0]} at the end, on ${report.machine.cpus} CPUs shared with other work), ${report.settings.rounds} rounds, baseline and candidate alternately (order flipped each round), ${SECONDS} s autocannon runs (${CONNECTIONS} connections; \`Connection: close\` for the new-connection rows, counting only 2xx/3xx answers) plus a raw-socket client (one connection per request, latency from connect to complete response); ratios are medians of per-round ratios; CPU per request from /proc/<pid>/stat; (d)/(e) use a paced load of ${STEADY.keepAlive} keep-alive connections + ${STEADY.newConnection} new-connection loops at ${STEADY.ratePerLoop} req/s each, where a connection error, reset, close before the response, ${STEADY.timeoutMs / 1000} s timeout or non-2xx is a failed request. Overall: ${report.met ? 'all goals met' : 'not all goals met'}.`,
     '',

@@ -6,6 +6,7 @@ import { normalizeHosts } from '../src/auth/host.js';
 import { localHosts } from '../src/auth/organizations.js';
 import { loadConfig } from '../src/config/load.js';
 import type { ResolvedConfig } from '../src/config/schema.js';
+import { databaseName } from '../src/db/mongodb/settings.js';
 import { embeddedStorePath, openStore, type StoreConfig } from '../src/db/open.js';
 import type { Store } from '../src/db/types.js';
 import { CliError, withUsage } from './usage.js';
@@ -36,7 +37,8 @@ export const STORE_OPTIONS = {
 export { withUsage } from './usage.js';
 
 export function describeStore(config: StoreConfig): string {
-  return config.mongodb.url ? `MongoDB database "${config.mongodb.database}"` : embeddedStorePath(config);
+  const { url, database } = config.mongodb;
+  return url ? `MongoDB database "${databaseName({ url, database })}"` : embeddedStorePath(config);
 }
 
 /**

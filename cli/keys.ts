@@ -2,7 +2,7 @@ import { Value } from '@sinclair/typebox/value';
 import { TenancyError } from '../src/auth/errors.js';
 import { createKey, listKeys, revokeKey, validateCreateKeyInput, type CreateKeyInput } from '../src/auth/keys.js';
 import { firstOrganization } from '../src/auth/organizations.js';
-import { Permissions } from '../src/auth/permission-schema.js';
+import { Permissions } from '../src/schema/permissions.js';
 import { KEY_ID_PATTERN } from '../src/db/documents.js';
 import type { Store } from '../src/db/types.js';
 import { parseArgs } from 'node:util';

@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=2
 import { ConfigError } from '../src/config/errors.js';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';

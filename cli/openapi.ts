@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { buildApp } from '../app.js';
-import type { ServerContext } from '../plugins/services.js';
+import type { RouteContext } from '../plugins/services.js';
 import { loadConfig } from '../src/config/load.js';
 import { withUsage } from './init.js';
 import { CliError } from './usage.js';
@@ -26,15 +26,18 @@ Options:
  */
 export async function generateOpenApi(settings: Record<string, unknown> = {}): Promise<string> {
   const config = loadConfig({ env: {}, object: { dataDir: path.join(tmpdir(), 'fleetplane-openapi'), ...settings } }).config;
-  const server = {
+  const nothingRouted = () => Promise.reject(new Error('the OpenAPI export routes no envelopes'));
+  const server: RouteContext = {
     id: 'openapi',
     workerId: 0,
     config,
     status: 'stopped',
-    state: {},
+    state: { shedding: new Set(), isShed: () => false },
     getHealth: () => ({ ready: false, live: true, status: 'stopped' }),
     metricsText: async () => '',
-  } as unknown as ServerContext;
+    send: nothingRouted,
+    request: nothingRouted,
+  };
   const { app } = await buildApp({ server, logger: false });
   try {
     return `${JSON.stringify(app.swagger(), null, 2)}\n`;

@@ -1,18 +1,19 @@
 import type { TLSSocket } from 'node:tls';
 import fp from 'fastify-plugin';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest, preHandlerAsyncHookHandler, preHandlerHookHandler } from 'fastify';
 import type { AuthorizationRequest, Authorizer } from '../src/auth/authorize.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 import { AuthorizationError } from '../src/auth/errors.js';
+import { StoreError } from '../src/db/errors.js';
 
-export type EnvelopeAuthorizer = Pick<Authorizer, 'request'>;
+export type EnvelopeAuthorizer = Pick<Authorizer, 'request'> & Partial<Pick<Authorizer, 'cached'>>;
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** The server's authorizer (`server.authorize`). */
     authorize: EnvelopeAuthorizer;
     /** preHandler for envelope routes: authorizes the JSON body and exposes it as `request.envelope`. */
-    authorizeEnvelope: preHandlerAsyncHookHandler;
+    authorizeEnvelope: preHandlerHookHandler;
     /** preHandler for routes without an envelope body (`GET /metrics`): authorizes `{ method }` with the request's key. */
     requirePermission(method: string): preHandlerAsyncHookHandler;
   }
@@ -53,22 +54,24 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
   const authorizer = options.authorizer ?? app.fleetplane?.authorize ?? unavailable;
   const authorized = new WeakMap<FastifyRequest, AuthorizedEnvelope>();
 
-  const run = async (request: FastifyRequest, reply: FastifyReply, envelope: unknown): Promise<FastifyReply | undefined> => {
+  const accept = (request: FastifyRequest, result: AuthorizedEnvelope): void => {
+    authorized.set(request, result);
+    // The organization map learns which workers serve which organization from here.
+    app.fleetplane?.organizations?.touch(result.organization_id);
+  };
+  const run = async (request: FastifyRequest, envelope: unknown): Promise<void> => {
     try {
-      const result = await authorizer.request(authorizationRequest(request), envelope);
-      authorized.set(request, result);
-      // The organization map learns which workers serve which organization from here.
-      app.fleetplane?.organizations?.touch(result.organization_id);
-      return undefined;
+      accept(request, await authorizer.request(authorizationRequest(request), envelope));
     } catch (error) {
+      // A store that cannot be reached is no verdict on the caller: 503 store_unavailable (plugins/errors.ts).
+      if (error instanceof StoreError && error.statusCode === 503) throw error;
       const refusal =
         error instanceof AuthorizationError
           ? error
           : new AuthorizationError('authorization_failed', 'the request could not be authorized');
       if (!(error instanceof AuthorizationError)) request.log.error({ err: error }, 'authorization failed');
-      // Past the failed-authentication limit, when the address may try again.
-      if (refusal.retryAfterS !== undefined) reply.header('retry-after', String(refusal.retryAfterS));
-      return reply.code(refusal.statusCode).header('cache-control', 'no-store').send({ error: { code: refusal.code, message: refusal.message } });
+      // The error handler answers it, with `Retry-After` past the failed-authentication limit.
+      throw refusal;
     }
   };
 
@@ -78,10 +81,17 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
       return authorized.get(this) ?? null;
     },
   });
-  app.decorate('authorizeEnvelope', async function authorizeEnvelope(request: FastifyRequest, reply: FastifyReply) {
-    return run(request, reply, request.body);
-  });
-  app.decorate('requirePermission', (method: string): preHandlerAsyncHookHandler => async (request, reply) => run(request, reply, { method }));
+  // Callback style: a request whose host, key and platform organization are cached is authorized without a
+  // promise; every other one (refusals included) takes the full path.
+  app.decorate('authorizeEnvelope', function authorizeEnvelope(request: FastifyRequest, _reply: unknown, done: (error?: Error) => void) {
+    const result = authorizer.cached?.(authorizationRequest(request), request.body);
+    if (result) {
+      accept(request, result);
+      return done();
+    }
+    run(request, request.body).then(() => done(), done);
+  } as preHandlerHookHandler);
+  app.decorate('requirePermission', (method: string): preHandlerAsyncHookHandler => async (request) => run(request, { method }));
 };
 
 export default fp(authorize, { name: 'fleetplane-authorize', dependencies: ['fleetplane-services'] });

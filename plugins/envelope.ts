@@ -1,5 +1,7 @@
 import fp from 'fastify-plugin';
-import type { FastifyPluginAsync, FastifyReply, FastifySchema, FastifyRequest, RouteOptions, onRequestHookHandler, onSendHookHandler } from 'fastify';
+import { errorBody } from '../src/errors.js';
+import { sendError } from './error-reply.js';
+import type { FastifyPluginAsync, FastifyReply, FastifySchema, FastifyRequest, RouteOptions, onRequestHookHandler } from 'fastify';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -21,26 +23,19 @@ export function isJsonContentType(header: string | undefined): boolean {
   return (semicolon < 0 ? header : header.slice(0, semicolon)).trim().toLowerCase() === 'application/json';
 }
 
-// Callback style, as `requireJson`: a hook on every request spares itself a promise.
-const noStore: onSendHookHandler = (_request, reply, payload, done) => {
+/** Every answer of an envelope route is `Cache-Control: no-store`: set by the request guard's first hook. */
+export function markEnvelopeAnswer(reply: FastifyReply): void {
   reply.header('cache-control', 'no-store');
-  done(null, payload);
-};
+}
 
+// Callback style: a hook on every request spares itself a promise.
 const requireJson: onRequestHookHandler = (request, reply, done) => {
   if (isJsonContentType(request.headers['content-type'])) return done();
-  reply
-    .code(415)
-    .header('cache-control', 'no-store')
-    .send({ error: { code: 'unsupported_media_type', message: 'content-type must be application/json' } });
+  sendError(reply, 415, errorBody('unsupported_media_type', 'content-type must be application/json'));
 };
 
 const methodNotAllowed = async (request: FastifyRequest, reply: FastifyReply) =>
-  reply
-    .code(405)
-    .header('allow', 'POST')
-    .header('cache-control', 'no-store')
-    .send({ error: { code: 'method_not_allowed', message: `${request.method} is not allowed here; envelopes are POSTed` } });
+  sendError(reply, 405, errorBody('method_not_allowed', `${request.method} is not allowed here; envelopes are POSTed`), { allow: 'POST' });
 
 const asList = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 
@@ -54,7 +49,6 @@ const envelope: FastifyPluginAsync = async (app) => {
     if (!route.config?.envelope) return;
     if (route.method !== 'POST') throw new Error(`envelope route ${route.url} must be POST`);
     route.onRequest = [...asList(route.onRequest), requireJson];
-    route.onSend = [...asList(route.onSend), noStore];
     if (guarded.has(route.url)) return;
     guarded.add(route.url);
     // Registered on the instance that declared the route, so it shares that route's hooks and prefix.

@@ -2,7 +2,10 @@ import fp from 'fastify-plugin';
 import type { FastifyBaseLogger, FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { duplicatedHeader } from '../src/http/duplicate-headers.js';
+import { StoreError } from '../src/db/errors.js';
 import { RateLimitedWarnings } from '../src/logging/rate-limited.js';
+import { FleetplaneError, errorBody } from '../src/errors.js';
+import { sendError } from './error-reply.js';
 import { closeUpgradeOnAnswer, refuseDuplicateHeader } from './request-guard.js';
 
 /** Fastify's own error codes mapped to stable, documented ones. */
@@ -36,23 +39,28 @@ export function validationMessage(error: FastifyError): string {
 }
 
 /**
- * One error shape for every route: `{ error: { code, message } }` with the status code kept. Only 4xx
- * answers expose their message; a 5xx says nothing about internals and is logged in full instead.
+ * One error shape for every route: `{ error: { code, message } }` with the status code kept. Routes and hooks
+ * throw; a domain error (`FleetplaneError`) whose message may be shown answers with its own code, details and
+ * headers. Otherwise only 4xx answers expose their message; a 5xx says nothing about internals and is logged
+ * in full instead.
  */
 const errors: FastifyPluginAsync = async (app) => {
-  app.setErrorHandler((error: FastifyError, request, reply) => {
+  app.setErrorHandler((error: FastifyError | FleetplaneError, request, reply) => {
+    if (error instanceof FleetplaneError && error.expose) return sendError(reply, error.statusCode, error.toBody(), error.headers);
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
-    if (status >= 500) {
+    if (status === 503 && error instanceof StoreError) {
+      request.log.warn({ err: error }, 'the data store is unavailable');
+      return sendError(reply, 503, errorBody('store_unavailable', 'the data store is unavailable; try again later'));
+    }
+    if (status >= 500 || error instanceof FleetplaneError) {
       request.log.error({ err: error }, 'request failed');
-      return reply.code(status).header('cache-control', 'no-store').send({ error: { code: status === 503 ? 'unavailable' : 'internal', message: 'internal error' } });
+      return sendError(reply, status, errorBody(status === 503 ? 'unavailable' : 'internal', 'internal error'));
     }
-    if (error.validation?.length) {
-      return reply.code(400).header('cache-control', 'no-store').send({ error: { code: 'invalid_request', message: validationMessage(error) } });
-    }
-    return reply.code(status).header('cache-control', 'no-store').send({ error: { code: CODES[status] ?? 'bad_request', message: error.message } });
+    if (error.validation?.length) return sendError(reply, 400, errorBody('invalid_request', validationMessage(error)));
+    return sendError(reply, status, errorBody(CODES[status] ?? 'bad_request', error.message));
   });
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).header('cache-control', 'no-store').send({ error: { code: 'not_found', message: `no route for ${request.method} ${request.url.split('?')[0]}` } });
+    sendError(reply, 404, errorBody('not_found', `no route for ${request.method} ${request.url.split('?')[0]}`));
   });
 };
 
@@ -73,10 +81,10 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
     message = 'a path segment is longer than this server accepts';
   } else if (error.code !== 'FST_ERR_BAD_URL') {
     request.log.error({ err: error }, 'routing failed');
-    reply.code(500).header('cache-control', 'no-store').send({ error: { code: 'internal', message: 'internal error' } });
+    sendError(reply, 500, errorBody('internal', 'internal error'));
     return;
   }
-  reply.code(status).header('cache-control', 'no-store').send({ error: { code: CODES[status]!, message } });
+  sendError(reply, status, errorBody(CODES[status]!, message));
 }
 
 /** Protocol errors are what a client sent wrong (`ws`'s `WS_ERR_*` codes): a bad opcode, an oversized or unmasked frame, invalid UTF-8. */

@@ -1,38 +1,41 @@
 import fp from 'fastify-plugin';
-import cors from '@fastify/cors';
 import compress from '@fastify/compress';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import type { TenantDirectory } from '../src/auth/directory.js';
-import { normalizeHost } from '../src/auth/host.js';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
 import type { ResolvedConfig } from '../src/config/schema.js';
 import type { OrganizationDocument } from '../src/db/documents.js';
 import { StoreCache } from '../src/db/store-cache.js';
-import type { Server } from '../src/server.js';
-import { tenantHost } from './authorize.js';
+import { organizationOfRequest } from './organization.js';
+import type { RouteContext } from './services.js';
+import { errorBody } from '../src/errors.js';
+import { sendError } from './error-reply.js';
 
 export interface HttpHabitsOptions {
   http: ResolvedConfig['http'];
   /** Where organizations' own allow-lists are read (its store and directory); without one only the global list applies. */
-  server?: Partial<Pick<Server, 'db' | 'authorize'>>;
+  server?: Pick<RouteContext, 'db' | 'authorize'>;
 }
 
 const isPreflight = (headers: Record<string, unknown>) => headers.origin !== undefined && headers['access-control-request-method'] !== undefined;
 
-const refuse = (reply: FastifyReply) =>
-  reply
-    .code(403)
-    .header('cache-control', 'no-store')
-    .send({ error: { code: 'origin_not_allowed', message: 'this origin may not call this server from a browser' } });
+const refuse = (reply: FastifyReply) => sendError(reply, 403, errorBody('origin_not_allowed', 'this origin may not call this server from a browser'));
+
+const ALLOWED_METHODS = ['GET', 'HEAD', 'POST'];
+const EXPOSED_HEADERS = ['x-request-id', 'retry-after'];
+
+/** Adds `field` to the reply's `Vary` unless it is there already or the reply varies on everything (`*`). */
+function addVary(reply: FastifyReply, field: string): void {
+  const current = reply.getHeader('vary');
+  if (!current) {
+    reply.header('vary', field);
+    return;
+  }
+  const text = Array.isArray(current) ? current.join(', ') : String(current);
+  const names = text.toLowerCase().split(',').map((name) => name.trim());
+  if (names.includes('*') || names.includes(field.toLowerCase())) return;
+  reply.header('vary', `${text}, ${field}`);
+}
 
 const listsOrigins = (organization: Pick<OrganizationDocument, 'cors'> | null | undefined) => (organization?.cors?.origins.length ?? 0) > 0;
-
-/** The organization of the request's tenant host: from the cache when it answers at once, else from the store. */
-function organizationOf(directory: TenantDirectory, request: FastifyRequest): OrganizationDocument | null | Promise<OrganizationDocument | null> {
-  const host = normalizeHost(tenantHost(request));
-  if (!host) return null;
-  const cached = directory.cachedOrganization(host);
-  return cached !== undefined ? cached : directory.organizationForHost(host);
-}
 
 /**
  * What browsers and proxies expect of an HTTP service. CORS: an origin is allowed when it is on the global
@@ -49,53 +52,68 @@ const httpHabits: FastifyPluginAsync<HttpHabitsOptions> = async (app, { http, se
   const store = server?.db;
   const global = new Set(http.cors.origins);
   if (global.size > 0 || directory) {
-    const base = {
-      methods: ['GET', 'HEAD', 'POST'],
-      maxAge: http.cors.maxAgeS,
-      exposedHeaders: ['x-request-id', 'retry-after'],
-      // An OPTIONS from an allowed origin without Access-Control-Request-Method gets the 204 too, not a text/plain 400.
-      strictPreflight: false,
+    const exposed = EXPOSED_HEADERS.join(', ');
+    const methods = ALLOWED_METHODS.join(', ');
+    const maxAge = String(http.cors.maxAgeS);
+    /** The CORS answer for an allowed origin; true when it answered the request (a preflight). */
+    const allowOrigin = (request: FastifyRequest, reply: FastifyReply, origin: string): boolean => {
+      reply.header('access-control-allow-origin', origin).header('access-control-expose-headers', exposed);
+      // An OPTIONS from an allowed origin without Access-Control-Request-Method gets the 204 too, not a 400.
+      if (request.method !== 'OPTIONS') return false;
+      reply.header('access-control-allow-methods', methods);
+      addVary(reply, 'Access-Control-Request-Headers');
+      const requested = request.headers['access-control-request-headers'];
+      if (requested !== undefined) reply.header('access-control-allow-headers', requested);
+      reply.header('access-control-max-age', maxAge);
+      // Browsers wait for a body on a 204 without Content-Length.
+      reply.code(204).header('content-length', '0').send();
+      return true;
     };
-    const allow = { ...base, origin: true };
-    const deny = { ...base, origin: false };
-    // Requests without an Origin (nearly all but browsers' cross-origin ones) and globally listed origins are
-    // answered at once; others look up their host's organization, from the cache when it answers without waiting.
-    const delegator = (request: FastifyRequest, callback: (error: Error | null, options: typeof allow | typeof deny) => void) => {
-      const origin = request.headers.origin;
-      if (origin === undefined) return callback(null, deny);
-      if (global.has(origin)) return callback(null, allow);
-      if (!directory) return callback(null, deny);
-      const found = organizationOf(directory, request);
-      const decide = (organization: OrganizationDocument | null) => callback(null, organization?.cors?.origins.includes(origin) ? allow : deny);
-      if (!(found instanceof Promise)) return decide(found);
-      found.then(decide, (error: Error) => callback(error, deny));
-    };
-    await app.register(cors, { delegator });
 
     /** Whether some organization lists origins: asked only for preflights CORS did not allow, cached like the directory. */
     const anyListing = directory && store ? new StoreCache(store, ['organizations']) : undefined;
     if (anyListing) app.addHook('onClose', async () => anyListing.close());
     const corsIsOn = async (request: FastifyRequest): Promise<boolean> => {
       if (global.size > 0 || !directory || !anyListing) return global.size > 0;
-      if (listsOrigins(await organizationOf(directory, request))) return true;
+      if (listsOrigins(await organizationOfRequest(directory, request))) return true;
       return anyListing.get('any', async () => {
         const listed = await store!.collection<OrganizationDocument>('organizations').find({ cors: { $exists: true } }, { projection: { cors: 1 } });
         return listed.some(listsOrigins);
       });
     };
-
     /**
-     * Runs after the CORS hook, which answers the preflights it allows: what reaches here is a preflight from an
-     * origin not allowed on this host. Without this the envelope routes would answer it 405, which says the wrong
-     * thing. While no list names any origin, CORS is off and the routes answer as they would without it.
+     * What reaches here is a request from an origin not allowed on this host. Its preflight is refused: without
+     * this the envelope routes would answer it 405, which says the wrong thing. While no list names any origin,
+     * CORS is off and the routes answer as they would without it.
      */
-    app.addHook('onRequest', (request, reply, done) => {
+    const notAllowed = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => {
       if (request.method !== 'OPTIONS' || !isPreflight(request.headers)) return done();
       corsIsOn(request).then((on) => {
         if (on) refuse(reply);
         else done();
       }, done);
+    };
+
+    // Callback style: requests without an Origin (nearly all but browsers' cross-origin ones) and globally
+    // listed origins are answered without a promise; others look up their host's organization, from the cache
+    // when it answers without waiting. Every answer varies with Origin, whatever the decision.
+    app.addHook('onRequest', (request, reply, done) => {
+      addVary(reply, 'Origin');
+      const origin = request.headers.origin;
+      if (origin === undefined) return done();
+      if (global.has(origin)) return allowOrigin(request, reply, origin) ? undefined : done();
+      if (!directory) return notAllowed(request, reply, done);
+      const decide = (organization: OrganizationDocument | null) => {
+        if (!organization?.cors?.origins.includes(origin)) return notAllowed(request, reply, done);
+        if (!allowOrigin(request, reply, origin)) done();
+      };
+      const found = organizationOfRequest(directory, request);
+      if (!(found instanceof Promise)) return decide(found);
+      found.then(decide, done);
     });
+    // Preflights of allowed origins are answered by the hook; any other OPTIONS on a path without its own
+    // OPTIONS route is a 404, as it would be without CORS.
+    app.options('*', { schema: { hide: true } as FastifySchema }, (_request, reply) => reply.callNotFound());
   }
   if (http.compression.enabled) {
     await app.register(compress, { threshold: http.compression.thresholdBytes, encodings: ['br', 'gzip'], globalDecompression: false });

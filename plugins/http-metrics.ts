@@ -1,6 +1,5 @@
 import fp from 'fastify-plugin';
 import type { FastifyPluginAsync } from 'fastify';
-import type { Server } from '../src/server.js';
 
 /** Methods Fastify adds on its own to every GET route: counted when used, not shown at 0 beforehand. */
 const IMPLIED_METHODS = new Set(['HEAD', 'OPTIONS']);
@@ -11,7 +10,7 @@ const IMPLIED_METHODS = new Set(['HEAD', 'OPTIONS']);
  * is made per request. A stand-in server without a worker runtime (tests, the OpenAPI export) has no metrics.
  */
 const httpMetrics: FastifyPluginAsync = async (app) => {
-  const metrics = (app.fleetplane as Partial<Pick<Server, 'workerRuntime'>>).workerRuntime?.httpMetrics;
+  const metrics = app.fleetplane.workerRuntime?.httpMetrics;
   if (!metrics) return;
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) if (!IMPLIED_METHODS.has(method)) metrics.declare(method, route.url);

@@ -1,6 +1,10 @@
 import type { IncomingMessage } from 'node:http';
 import fp from 'fastify-plugin';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { errorBody } from '../src/errors.js';
+import { sendError } from './error-reply.js';
+import { echoRequestId } from './request-id.js';
+import { markEnvelopeAnswer } from './envelope.js';
 import { duplicatedHeader, duplicateHeaderMessage, type AmbiguousHeader } from '../src/http/duplicate-headers.js';
 
 /** Node sets `upgrade` on the requests it hands to 'upgrade' listeners; its typings leave it out. */
@@ -18,15 +22,15 @@ export function closeUpgradeOnAnswer(request: FastifyRequest, reply: FastifyRepl
 /** Answers 400 `duplicate_header` and closes the connection: what else the client sent cannot be trusted. */
 export function refuseDuplicateHeader(name: AmbiguousHeader, reply: FastifyReply): void {
   reply.raw.shouldKeepAlive = false;
-  reply
-    .code(400)
-    .header('cache-control', 'no-store')
-    .header('connection', 'close')
-    .send({ error: { code: 'duplicate_header', message: duplicateHeaderMessage(name) } });
+  sendError(reply, 400, errorBody('duplicate_header', duplicateHeaderMessage(name)), { connection: 'close' });
 }
 
-// Callback style: every request passes here, and one that passes costs no promise.
+// Callback style: every request passes here, and one that passes costs no promise. One hook for what every
+// request needs before anything else, in this order: its id echoed, an envelope route's `no-store` (set before
+// any hook can answer, so every answer of the route has it, refusals and preflights included), the checks.
 const guard: onRequestHookHandler = (request, reply, done) => {
+  echoRequestId(request, reply);
+  if (request.routeOptions.config?.envelope) markEnvelopeAnswer(reply);
   closeUpgradeOnAnswer(request, reply);
   const duplicated = duplicatedHeader(request.raw.rawHeaders);
   if (duplicated === undefined) return done();
@@ -34,7 +38,8 @@ const guard: onRequestHookHandler = (request, reply, done) => {
 };
 
 /**
- * Checks on the raw request before any other hook, route or authorization sees it: more than one `Host` or
+ * The first hook of every request (registered before any other). Checks on the raw request before any other
+ * hook, route or authorization sees it: more than one `Host` or
  * `Authorization` header is refused, and upgrade requests answered over HTTP close their socket. The WebSocket
  * upgrade passes here too: `@fastify/websocket` routes it like any request.
  */

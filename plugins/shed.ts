@@ -1,8 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { normalizeHost } from '../src/auth/host.js';
-import { tenantHost } from './authorize.js';
-import type { Server } from '../src/server.js';
+import { errorBody } from '../src/errors.js';
+import { sendError } from './error-reply.js';
 
 /**
  * Probes, metrics and the control surface answer for the node, not for a tenant: shedding the organization that
@@ -16,12 +15,11 @@ const NEVER_SHED = new Set(['/healthz', '/readyz', '/metrics', '/control']);
  * another node. Costs nothing while nothing is shed.
  */
 const shed: FastifyPluginAsync = async (app) => {
-  const server = app.fleetplane as unknown as Server;
+  const server = app.fleetplane;
   const { fallback } = server.config;
   /** Answers the fallback when the request's organization is shed; true when it did. */
   const answerIfShed = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-    const host = normalizeHost(tenantHost(request));
-    const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
+    const organization = await app.organizationOf(request);
     if (!organization || !server.state.isShed(organization._id)) return false;
     reply.raw.shouldKeepAlive = false;
     reply.header('cache-control', 'no-store').header('connection', 'close');
@@ -29,16 +27,13 @@ const shed: FastifyPluginAsync = async (app) => {
       reply.code(307).header('location', fallback.redirect.replace(/\/+$/, '') + request.url).send();
       return true;
     }
-    reply
-      .code(503)
-      .header('retry-after', String(fallback.retryAfterS))
-      .send({ error: { code: 'unavailable', message: 'this organization is not served on this node right now; retry later' } });
+    sendError(reply, 503, errorBody('unavailable', 'this organization is not served on this node right now; retry later'), { 'retry-after': String(fallback.retryAfterS) });
     return true;
   };
   // Callback style: while nothing is shed (nearly always) a request passes without a promise. A hook that
   // answered does not call `done`.
   app.addHook('onRequest', (request, reply, done) => {
-    if (!server.state?.shedding?.size || NEVER_SHED.has(request.url.split('?', 1)[0]!)) return done();
+    if (!server.state.shedding.size || NEVER_SHED.has(request.url.split('?', 1)[0]!)) return done();
     answerIfShed(request, reply).then((answered) => {
       if (!answered) done();
     }, done);

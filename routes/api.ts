@@ -1,51 +1,54 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
 import { ApiPathParams, ApiPathRequest, ApiReply, ApiRequest, upstreamErrorReply } from '../schemas/api.js';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ApiError } from '../src/api/errors.js';
-import type { Server } from '../src/server.js';
+import { FleetplaneError } from '../src/errors.js';
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
-type Status = 400 | 404 | 422 | 502 | 503 | 504;
 
-/** Answers 400 with the error; false, for "the request was refused". */
-function refuse(reply: FastifyReply, status: 400, code: string, message: string): false {
-  reply.code(status).send({ error: { code, message } });
-  return false;
-}
+const refusal = (code: string, message: string) => new FleetplaneError(code, message, 400);
 
 /** Before validation: the raw shortcut is named as such, and `/api/<api>/<endpoint>` fills the body's names. */
-function prepareEnvelope(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  // Callback style (no promise per request): a refusal answers and does not call `done`.
-  if (checkEnvelope(request, reply)) done();
+function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (error?: FleetplaneError) => void): void {
+  // Callback style (no promise per request): a refusal goes to the error handler.
+  done(checkEnvelope(request));
 }
 
-/** False when it refused the request. */
-function checkEnvelope(request: FastifyRequest, reply: FastifyReply): boolean {
+/** The refusal, when the request is refused. */
+function checkEnvelope(request: FastifyRequest): FleetplaneError | undefined {
   const body = request.body;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return true;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
   if (Object.hasOwn(body, 'url')) {
-    return refuse(reply, 400, 'url_not_supported', 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl');
+    return refusal('url_not_supported', 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl');
   }
   const wildcard = (request.params as { '*'?: string })['*'];
-  if (!wildcard) return true;
+  if (!wildcard) return undefined;
   const segments = wildcard.split('/');
   if (segments.length > 2 || !segments.every((segment) => SEGMENT.test(segment))) {
-    return refuse(reply, 400, 'invalid_path', 'the path must be /api/<api> or /api/<api>/<endpoint>');
+    return refusal('invalid_path', 'the path must be /api/<api> or /api/<api>/<endpoint>');
   }
   const named = body as Record<string, unknown>;
   for (const [field, value] of [['api', segments[0]], ['endpoint', segments[1]]] as const) {
     if (value === undefined) continue;
-    if (named[field] !== undefined && named[field] !== value) return refuse(reply, 400, 'path_mismatch', `${field}: the body says "${String(named[field])}", the path "${value}"`);
+    if (named[field] !== undefined && named[field] !== value) return refusal('path_mismatch', `${field}: the body says "${String(named[field])}", the path "${value}"`);
     named[field] = value;
   }
-  if (named.endpoint === undefined) return refuse(reply, 400, 'invalid_request', 'endpoint: is required');
-  return true;
+  if (named.endpoint === undefined) return refusal('invalid_request', 'endpoint: is required');
+  return undefined;
 }
+
+/** An upstream's failure is logged here, with the provider and endpoint; the error handler answers it. */
+const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
+  if (error instanceof ApiError && error.statusCode >= 500) {
+    request.log.warn({ api: request.envelope?.api, endpoint: request.envelope?.endpoint, code: error.code, upstreamStatus: error.upstreamStatus }, 'api call failed');
+  }
+  done();
+};
 
 /** `POST /api`, `POST /api/*`: an authorized envelope → the organization's provider → `{ status, data }`. */
 const api: FastifyPluginAsyncTypebox = async (app) => {
-  const server = app.fleetplane as Partial<Pick<Server, 'api'>>;
+  const { api } = app.fleetplane;
   const responses = {
     200: ApiReply,
     400: errorReply(
@@ -72,16 +75,9 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
     ),
     504: upstreamErrorReply('The upstream did not answer within the provider timeout', { code: 'upstream_timeout', message: 'provider "items" did not answer within 10000 ms' }),
   };
-  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (!server.api) return reply.code(503).send({ error: { code: 'unavailable', message: 'API providers are not available on this server' } });
-    try {
-      return await server.api.send(request.envelope!);
-    } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      if (error.statusCode >= 500) request.log.warn({ api: request.envelope!.api, endpoint: request.envelope!.endpoint, code: error.code, upstreamStatus: error.upstreamStatus }, 'api call failed');
-      const body = { error: { code: error.code, message: error.message, ...(error.upstreamStatus === undefined ? {} : { upstreamStatus: error.upstreamStatus }) } };
-      return reply.code(error.statusCode as Status).send(body);
-    }
+  const handler = async (request: FastifyRequest) => {
+    if (!api) throw new ApiError('unavailable', 'API providers are not available on this server', 503);
+    return api.send(request.envelope!);
   };
   const common = { tags: ['api'], security: [{ bearer: [] }], response: responses };
 
@@ -101,6 +97,7 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
+      onError: logFailure,
     },
     handler,
   );
@@ -118,6 +115,7 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
+      onError: logFailure,
     },
     handler,
   );

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ControlReply, ControlRequest } from '../schemas/control.js';
-import { IpcError, asList } from '../src/ipc/envelope.js';
+import { asList } from '../src/ipc/envelope.js';
 import { assertHostControlAllowed } from '../src/state/host-control.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 
@@ -67,20 +67,15 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
       const authorized = request.envelope!;
       const server = app.fleetplane;
       const envelope = controlEnvelope(authorized, request.body.organization_id !== undefined);
-      try {
-        const here = !envelope.server || asList(envelope.server as string | string[])!.includes(server.id);
-        if ((envelope.method === 'reboot' || envelope.method === 'shutdown') && here) {
-          assertHostControlAllowed(server.config.lifecycle, server.id, envelope.confirm);
-        }
-        request.log.info(
-          { key_id: authorized.user?.key_id ?? null, organization: authorized.organization_id, method: envelope.method, target: { ...envelope, data: undefined } },
-          'control request',
-        );
-        return await server.request(envelope, { timeoutMs: envelope.timeoutMs as number | undefined });
-      } catch (error) {
-        if (error instanceof IpcError && error.status < 500) return reply.code(error.status as 400 | 403 | 404 | 413).send({ error: { code: error.code, message: error.message } });
-        throw error;
+      const here = !envelope.server || asList(envelope.server as string | string[])!.includes(server.id);
+      if ((envelope.method === 'reboot' || envelope.method === 'shutdown') && here) {
+        assertHostControlAllowed(server.config.lifecycle, server.id, envelope.confirm);
       }
+      request.log.info(
+        { key_id: authorized.user?.key_id ?? null, organization: authorized.organization_id, method: envelope.method, target: { ...envelope, data: undefined } },
+        'control request',
+      );
+      return server.request(envelope, { timeoutMs: envelope.timeoutMs as number | undefined });
     },
   );
 };

@@ -1,10 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { CrudReply, CrudRequest } from '../schemas/crud.js';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
-import { CrudError } from '../src/crud/errors.js';
 import { runCrud } from '../src/crud/run.js';
-
-type Status = 400 | 403 | 409 | 413 | 503;
 
 /** `POST /crud`: object.create/read/update/delete on a collection of the caller's organization. */
 const crud: FastifyPluginAsyncTypebox = async (app) => {
@@ -40,14 +37,7 @@ const crud: FastifyPluginAsyncTypebox = async (app) => {
       },
       preHandler: app.authorizeEnvelope,
     },
-    async (request, reply) => {
-      try {
-        return await runCrud(app.db, request.envelope!);
-      } catch (error) {
-        if (!(error instanceof CrudError)) throw error;
-        return reply.code(error.statusCode as Status).send({ error: { code: error.code, message: error.message } });
-      }
-    },
+    async (request) => runCrud(app.db, request.envelope!, { maxCollections: app.fleetplane.config.db?.maxCollectionsPerOrganization }),
   );
 };
 

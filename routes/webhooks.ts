@@ -2,20 +2,23 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { errorReply } from '../schemas/errors.js';
 import { WebhookParams, WebhookPayload, WebhookReply } from '../schemas/webhooks.js';
-import { normalizeHost } from '../src/auth/host.js';
-import { tenantHost } from '../plugins/authorize.js';
+import type { onErrorHookHandler } from 'fastify';
 import { WebhookError } from '../src/webhooks/errors.js';
-import type { Server } from '../src/server.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
-type Status = 400 | 401 | 404 | 503;
+
+/** A refused signature is worth a line; the error handler answers it. */
+const logRefusal: onErrorHookHandler = (request, _reply, error, done) => {
+  if (error instanceof WebhookError && error.statusCode === 401) request.log.info({ webhook: (request.params as { '*': string })['*'] }, 'webhook signature refused');
+  done();
+};
 
 /**
  * `POST /webhooks/<name>`. Senders carry no key: the signature over the raw body is the proof, so
  * this route keeps the body as bytes (its own JSON parser, in this plugin only) and parses it after verifying.
  */
 const webhooks: FastifyPluginAsyncTypebox = async (app) => {
-  const server = app.fleetplane as Partial<Pick<Server, 'webhooks' | 'authorize' | 'organizations'>>;
+  const server = app.fleetplane;
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
@@ -61,38 +64,32 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
           ),
         },
       },
+      onError: logRefusal,
     },
     async (request, reply) => {
       const name = request.params['*'];
-      try {
-        if (!server.webhooks) throw new WebhookError('webhook_unavailable', 'webhooks are not available on this server', 503);
-        if (!NAME.test(name)) throw notFound(name.slice(0, 64));
-        const host = normalizeHost(tenantHost(request));
-        const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
-        // An unknown host answers like an unknown webhook: nothing tells a sender which tenants exist.
-        if (!organization) throw notFound(name);
-        server.organizations?.touch(organization._id);
-        const outcome = await server.webhooks.receive({ organization_id: organization._id, name, headers: request.headers, rawBody: request.body as Buffer });
-        if (!outcome.accepted) return reply.code(200).send({ accepted: false, event: outcome.event, workflow: null });
-        const log = request.log;
-        const details = { webhook: name, event: outcome.event, workflow: outcome.workflow };
-        // After the reply is written: the sender never waits for the workflow, and never sees its outcome.
-        reply.raw.once('finish', () => {
-          const run = outcome
-            .run()
-            .then(
-              () => log.info(details, 'webhook workflow finished'),
-              (error: unknown) => log.error({ ...details, reason: error instanceof Error ? error.message : String(error) }, 'webhook workflow failed'),
-            )
-            .finally(() => running.delete(run));
-          running.add(run);
-        });
-        return reply.code(202).send({ accepted: true, event: outcome.event, workflow: outcome.workflow });
-      } catch (error) {
-        if (!(error instanceof WebhookError)) throw error;
-        if (error.statusCode === 401) request.log.info({ webhook: name }, 'webhook signature refused');
-        return reply.code(error.statusCode as Status).send({ error: { code: error.code, message: error.message } });
-      }
+      if (!server.webhooks) throw new WebhookError('webhook_unavailable', 'webhooks are not available on this server', 503);
+      if (!NAME.test(name)) throw notFound(name.slice(0, 64));
+      const organization = await app.organizationOf(request);
+      // An unknown host answers like an unknown webhook: nothing tells a sender which tenants exist.
+      if (!organization) throw notFound(name);
+      server.organizations?.touch(organization._id);
+      const outcome = await server.webhooks.receive({ organization_id: organization._id, name, headers: request.headers, rawBody: request.body as Buffer });
+      if (!outcome.accepted) return reply.code(200).send({ accepted: false, event: outcome.event, workflow: null });
+      const log = request.log;
+      const details = { webhook: name, event: outcome.event, workflow: outcome.workflow };
+      // After the reply is written: the sender never waits for the workflow, and never sees its outcome.
+      reply.raw.once('finish', () => {
+        const run = outcome
+          .run()
+          .then(
+            () => log.info(details, 'webhook workflow finished'),
+            (error: unknown) => log.error({ ...details, reason: error instanceof Error ? error.message : String(error) }, 'webhook workflow failed'),
+          )
+          .finally(() => running.delete(run));
+        running.add(run);
+      });
+      return reply.code(202).send({ accepted: true, event: outcome.event, workflow: outcome.workflow });
     },
   );
 };

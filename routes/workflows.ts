@@ -1,23 +1,22 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { WorkflowParams, WorkflowReply, WorkflowRequest, workflowErrorReply } from '../schemas/workflows.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
 import { WorkflowError } from '../src/workflows/errors.js';
-import type { Server } from '../src/server.js';
+import { FleetplaneError } from '../src/errors.js';
 
 const ENVELOPE_FIELDS = new Set(['method', 'apikey']);
-type Status = 400 | 403 | 404 | 422 | 502 | 503 | 504;
 
 /**
  * Before validation and authorization: the body holds the inputs under the workflow's name and nothing else,
  * and the route names the method, so a key's permission for `workflow.<name>` is what is checked.
  */
-function prepareEnvelope(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  // Callback style (no promise per request); a refusal answers and does not call `done`.
+function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (error?: FleetplaneError) => void): void {
+  // Callback style (no promise per request); a refusal goes to the error handler.
   const { name } = request.params as { name: string };
   const body = request.body;
-  const refuse = (code: string, message: string) => void reply.code(400).send({ error: { code, message } });
+  const refuse = (code: string, message: string) => done(new FleetplaneError(code, message, 400));
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return refuse('invalid_request', 'body: must be an object { "<name>": [input, ...] }');
   if (RESERVED_WORKFLOW_NAMES.has(name)) return refuse('invalid_request', `name: "${name}" is reserved`);
   const fields = body as Record<string, unknown>;
@@ -33,9 +32,17 @@ function prepareEnvelope(request: FastifyRequest, reply: FastifyReply, done: () 
   done();
 }
 
+/** A run that failed on the server's side is logged here, with its step; the error handler answers it. */
+const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
+  if (error instanceof WorkflowError && error.statusCode >= 500) {
+    request.log.warn({ workflow: (request.params as { name: string }).name, step: error.step, code: error.code, reason: error.message }, 'workflow failed');
+  }
+  done();
+};
+
 /** `POST /workflows/<name>`: one run per input, results in order under the workflow's name. */
 const workflows: FastifyPluginAsyncTypebox = async (app) => {
-  const server = app.fleetplane as Partial<Pick<Server, 'workflow'>>;
+  const server = app.fleetplane;
   app.post(
     '/workflows/:name',
     {
@@ -79,19 +86,14 @@ const workflows: FastifyPluginAsyncTypebox = async (app) => {
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
+      onError: logFailure,
     },
-    async (request, reply) => {
+    async (request) => {
       const { name } = request.params;
-      if (!server.workflow) return reply.code(503).send({ error: { code: 'unavailable', message: 'workflows are not available on this server' } });
+      if (!server.workflow) throw new WorkflowError('unavailable', 'workflows are not available on this server', 503);
       const envelope = request.envelope!;
-      try {
-        const results = await server.workflow.runEach(name, envelope[name] as unknown[], { organization_id: envelope.organization_id });
-        return { [name]: results };
-      } catch (error) {
-        if (!(error instanceof WorkflowError)) throw error;
-        if (error.statusCode >= 500) request.log.warn({ workflow: name, step: error.step, code: error.code, reason: error.message }, 'workflow failed');
-        return reply.code(error.statusCode as Status).send({ error: { code: error.code, message: error.message, ...(error.step ? { step: error.step } : {}) } });
-      }
+      const results = await server.workflow.runEach(name, envelope[name] as unknown[], { organization_id: envelope.organization_id });
+      return { [name]: results };
     },
   );
 };

@@ -1,16 +1,14 @@
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest, FastifySchema } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
-import { normalizeHost } from '../src/auth/host.js';
-import { tenantHost } from '../plugins/authorize.js';
 import { AuthorizationError } from '../src/auth/errors.js';
+import { FleetplaneError, errorAnswer, type ErrorAnswer } from '../src/errors.js';
 import { IpcError } from '../src/ipc/envelope.js';
 import { authorizationRequest } from '../plugins/authorize.js';
 import { websocketErrorHandler } from '../plugins/errors.js';
 import { errorReply } from '../schemas/errors.js';
 import { controlEnvelope } from './control.js';
 import { isCrudMethod } from '../src/crud/envelope.js';
-import { CrudError } from '../src/crud/errors.js';
 import { runCrud } from '../src/crud/run.js';
 import { ApiError } from '../src/api/errors.js';
 import { HTTP_METHODS } from '../src/api/provider.js';
@@ -18,7 +16,6 @@ import { WorkflowError } from '../src/workflows/errors.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
 import { refused } from '../src/auth/authorize.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
-import type { Server } from '../src/server.js';
 
 const MAX_FRAME_BYTES = 1024 * 1024;
 /** Malformed frames tolerated per socket before it is closed with 1008 (policy violation). */
@@ -26,25 +23,17 @@ export const MAX_BAD_FRAMES = 5;
 const API_METHODS: ReadonlySet<string> = new Set(HTTP_METHODS);
 const WORKFLOW_METHOD = /^workflow\.([A-Za-z0-9][A-Za-z0-9_-]{0,63})$/;
 
-/** A frame's envelope refused before it reached a service; an answer, like the services' own errors. */
-class FrameError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** The errors a frame may be answered with, by their code and message; anything else is internal. */
-function answerOf(error: unknown): { code: string; message: string } | undefined {
-  if (error instanceof FrameError || error instanceof CrudError || error instanceof AuthorizationError || error instanceof IpcError || error instanceof ApiError || error instanceof WorkflowError) {
-    return { code: error.code, message: error.message };
-  }
+/**
+ * The errors a frame may be answered with, by their code and message (never the HTTP answer's extra fields);
+ * anything else is internal. An IPC error is answered whatever its status, as a reply in the envelope's target
+ * list would carry it.
+ */
+function answerOf(error: unknown): ErrorAnswer | undefined {
+  if (error instanceof IpcError || (error instanceof FleetplaneError && error.expose)) return errorAnswer(error.code, error.message);
   return undefined;
 }
 
-type Frame = { id?: string | number | null; ok: boolean; result?: unknown; error?: { code: string; message: string } } | { event: string; data: unknown };
+type Frame = { id?: string | number | null; ok: boolean; result?: unknown; error?: ErrorAnswer } | { event: string; data: unknown };
 
 /**
  * `GET /ws`: a WebSocket per browser or service, a full envelope transport. Each incoming frame is an envelope,
@@ -54,7 +43,7 @@ type Frame = { id?: string | number | null; ok: boolean; result?: unknown; error
  * Targeted events (`socket.emit` envelopes) go out to the organization's subscribed sockets.
  */
 const ws: FastifyPluginAsync = async (app) => {
-  const server = app.fleetplane as unknown as Server;
+  const server = app.fleetplane;
   const byOrganization = new Map<string, Set<WebSocket>>();
   /** The sockets that receive their organization's events, admitted by `socket.subscribe`. */
   const subscribers = new Map<string, Set<WebSocket>>();
@@ -78,7 +67,7 @@ const ws: FastifyPluginAsync = async (app) => {
     }
   };
 
-  server.state?.onShedChange?.((shed) => closeAll(1013, 'organization shed: try again later', shed));
+  server.state.onShedChange?.((shed) => closeAll(1013, 'organization shed: try again later', shed));
   // Draining or stopping: WebSockets are told to go elsewhere before the worker waits for its connections.
   server.on?.('status_change', ({ worker, newStatus }) => {
     if (worker === server.workerId && (newStatus === 'draining' || newStatus === 'stopping')) closeAll(1001, 'server going away');
@@ -101,24 +90,15 @@ const ws: FastifyPluginAsync = async (app) => {
    * unknown, revoked or not this organization's, is refused with the HTTP answer an envelope route gives; a
    * valid key without `socket.subscribe` connects without events.
    */
-  const checkUpgrade = async (request: FastifyRequest, reply: FastifyReply) => {
-    const host = normalizeHost(tenantHost(request));
-    const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
-    const deny = (error: AuthorizationError) => {
-      const { retryAfterS } = error as { retryAfterS?: number };
-      return reply
-        .code(error.statusCode)
-        .header('cache-control', 'no-store')
-        .headers(retryAfterS === undefined ? {} : { 'retry-after': String(retryAfterS) })
-        .send({ error: { code: error.code, message: error.message } });
-    };
-    if (!organization) return deny(refused());
+  const checkUpgrade = async (request: FastifyRequest) => {
+    const organization = await app.organizationOf(request);
+    // A refusal is answered by the error handler, as an envelope route's is.
+    if (!organization) throw refused();
     if (request.headers.authorization === undefined && !organization.defaultPermissions) return;
     try {
       upgradeGrants.set(request, await app.authorize.request(authorizationRequest(request), { method: 'socket.subscribe' }));
     } catch (error) {
       if (error instanceof AuthorizationError && (error.code === 'permission_denied' || (error.code === 'forbidden' && request.headers.authorization === undefined))) return;
-      if (error instanceof AuthorizationError) return deny(error);
       throw error;
     }
   };
@@ -126,18 +106,18 @@ const ws: FastifyPluginAsync = async (app) => {
   /** Serves one authorized envelope as its HTTP route would. */
   const dispatch = async (authorized: AuthorizedEnvelope, requestedScope: boolean, log: FastifyRequest['log']): Promise<unknown> => {
     const { method } = authorized;
-    if (isCrudMethod(method)) return runCrud(server.db, authorized);
+    if (isCrudMethod(method)) return runCrud(server.db, authorized, { maxCollections: server.config.db?.maxCollectionsPerOrganization });
     const workflow = WORKFLOW_METHOD.exec(method);
     if (workflow) {
       const name = workflow[1]!;
-      if (RESERVED_WORKFLOW_NAMES.has(name)) throw new FrameError('invalid_request', `name: "${name}" is reserved`);
+      if (RESERVED_WORKFLOW_NAMES.has(name)) throw new WorkflowError('invalid_request', `name: "${name}" is reserved`, 400);
       const inputs = authorized[name];
-      if (!Array.isArray(inputs)) throw new FrameError('invalid_request', `${name}: is required, a list of inputs`);
-      if (!server.workflow) throw new FrameError('unavailable', 'workflows are not available on this server');
+      if (!Array.isArray(inputs)) throw new WorkflowError('invalid_request', `${name}: is required, a list of inputs`, 400);
+      if (!server.workflow) throw new WorkflowError('unavailable', 'workflows are not available on this server', 503);
       return { [name]: await server.workflow.runEach(name, inputs, { organization_id: authorized.organization_id }) };
     }
     if (API_METHODS.has(method) && authorized.api !== undefined) {
-      if (!server.api) throw new FrameError('unavailable', 'API providers are not available on this server');
+      if (!server.api) throw new ApiError('unavailable', 'API providers are not available on this server', 503);
       return server.api.send(authorized);
     }
     const routed = controlEnvelope(authorized, requestedScope);
@@ -170,14 +150,13 @@ const ws: FastifyPluginAsync = async (app) => {
       } as FastifySchema,
     },
     async (socket: WebSocket, request: FastifyRequest) => {
-      const host = normalizeHost(tenantHost(request));
-      const organization = host ? await server.authorize?.directory.organizationForHost(host) : null;
+      const organization = await app.organizationOf(request);
       if (!organization) {
         socket.close(1008, 'not authorized');
         return;
       }
       const organizationId = organization._id;
-      if (server.state?.isShed(organizationId)) {
+      if (server.state.isShed(organizationId)) {
         socket.close(1013, 'organization shed: try again later');
         return;
       }
@@ -203,7 +182,7 @@ const ws: FastifyPluginAsync = async (app) => {
           if (typeof envelope !== 'object' || envelope === null || Array.isArray(envelope)) throw new Error('not an object');
         } catch {
           // Only frames that are not envelopes at all count toward the close; a refused envelope is an answer.
-          send(socket, { id: null, ok: false, error: { code: 'bad_frame', message: 'each frame must be a JSON object envelope' } });
+          send(socket, { id: null, ok: false, error: errorAnswer('bad_frame', 'each frame must be a JSON object envelope') });
           if (++badFrames >= MAX_BAD_FRAMES) socket.close(1008, 'too many invalid frames');
           return;
         }
@@ -219,7 +198,7 @@ const ws: FastifyPluginAsync = async (app) => {
         } catch (error) {
           const answer = answerOf(error);
           if (!answer) request.log.error({ err: error }, 'websocket frame failed');
-          send(socket, { id, ok: false, error: answer ?? { code: 'internal', message: 'internal error' } });
+          send(socket, { id, ok: false, error: answer ?? errorAnswer('internal', 'internal error') });
         }
       });
     },

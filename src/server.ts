@@ -1,15 +1,12 @@
-import cluster from 'node:cluster';
 import type { ResolvedConfig } from './config/schema.js';
 import type { Logger } from './logging/logger.js';
-import { SafeEmitter, type ServerEventName, type ServerEvents } from './runtime/events.js';
-import type { PrimaryRuntime } from './runtime/primary.js';
-import type { WorkerRuntime } from './runtime/worker.js';
+import type { ServerEmitter, ServerEventArgs, ServerEventName, ServerEvents } from './runtime/events.js';
+import type { ServerHost } from './runtime/host.js';
 import type { ClusterStorage } from './storage/index.js';
-import type { HandlerRegistry, IpcHandler, RequestResult } from './ipc/handlers.js';
+import type { IpcHandler, RequestResult } from './ipc/handlers.js';
 import type { ServerState } from './state/state.js';
-import type { OrganizationPresence } from './services.js';
-import type { RestartWorkersOptions } from './runtime/fleet.js';
-import type { ServerStatus, WorkerStatus } from './runtime/status.js';
+import type { OrganizationPresence } from './state/organizations.js';
+import type { RestartWorkersOptions } from './runtime/fleet/fleet.js';
 import type { Store } from './db/types.js';
 import type { Authorizer } from './auth/authorize.js';
 import type { SecretKeyring } from './secrets/keyring.js';
@@ -22,115 +19,146 @@ export type FleetplanePlugin = Plugin<Server>;
 
 type Listener<E extends ServerEventName> = (payload: ServerEvents[E]) => void;
 
+/** Who this process is within its server. */
+export interface ServerIdentity {
+  readonly id: string;
+  /** 0 in the primary (and in single-process mode), else the worker's number. */
+  readonly workerId: number;
+  readonly config: ResolvedConfig;
+  readonly log: Logger;
+}
+
+/** This process's envelope delivery (SPEC 5): the router in the primary, the IPC client in a worker. */
+export interface Envelopes {
+  send(envelope: unknown): Promise<void>;
+  request(envelope: unknown, timeoutMs?: number): Promise<RequestResult>;
+  /** Registers this process's handler of `method` (replaces an earlier one, built-ins included). */
+  handle(method: string, handler: IpcHandler): void;
+}
+
+/** The services the boot code builds, in order, before the server object exists. */
+export interface ServerServices {
+  db: Store;
+  secrets: SecretKeyring;
+  authorize: Authorizer;
+  storage: ClusterStorage;
+  state: ServerState;
+  organizations: OrganizationPresence;
+  envelopes: Envelopes;
+  automation: Automation;
+  mesh: MeshApi;
+}
+
 /**
- * SPEC 2: the server object, in the primary and in every worker. Events of SPEC 1.7 are emitted here in the
+ * SPEC 2: the server object, in the primary and in every worker: a typed facade over this process's host
+ * (primary or worker) and the services built by the boot code. Events of SPEC 1.7 are emitted on it in the
  * primary (supervision) and in workers (their own `status_change`).
  */
-export class Server extends SafeEmitter {
+export class Server {
+  readonly id: string;
+  readonly workerId: number;
+  readonly config: ResolvedConfig;
+  readonly log: Logger;
   readonly isPrimary: boolean;
   /** SPEC 4: storage shared by every process of this server (primary: the authority; worker: a replica). */
-  storage!: ClusterStorage;
+  readonly storage: ClusterStorage;
+  /** SPEC 7: this process's store (embedded SQLite or MongoDB). */
+  readonly db: Store;
+  /** The keys that seal provider and webhook secrets in `db` (never in the config, never logged). */
+  readonly secrets: SecretKeyring;
+  /** SPEC 8: request authorization over `db`. */
+  readonly authorize: Authorizer;
+  /** SPEC 3: cordon, drain, shed, restart, reboot, shutdown. */
+  readonly state: ServerState;
+  /** SPEC 5.5: where request handlers report the organizations they serve. */
+  readonly organizations: OrganizationPresence;
+  /** SPEC 10: API providers; `api.send(envelope)` is `POST /api` without HTTP. */
+  readonly api: Automation['api'];
+  /** SPEC 11: workflows; `workflow.register(name, definition)` adds one in code. */
+  readonly workflow: Automation['workflow'];
+  /** SPEC 12: webhook deliveries. */
+  readonly webhooks: Automation['webhooks'];
+  /** SPEC 6: the mesh between servers (links live in the primary; a worker's calls go through it). */
+  readonly mesh: MeshApi;
+  private readonly envelopes: Envelopes;
+  private readonly plugins = new PluginHost<Server>();
+
+  constructor(
+    identity: ServerIdentity,
+    /** The event source of SPEC 1.7, shared with the runtime that emits supervision events. */
+    private readonly events: ServerEmitter,
+    private readonly host: ServerHost,
+    services: ServerServices,
+  ) {
+    ({ id: this.id, workerId: this.workerId, config: this.config, log: this.log } = identity);
+    this.isPrimary = host.isPrimary;
+    ({ db: this.db, secrets: this.secrets, authorize: this.authorize, storage: this.storage, state: this.state } = services);
+    ({ organizations: this.organizations, envelopes: this.envelopes, mesh: this.mesh } = services);
+    ({ api: this.api, workflow: this.workflow, webhooks: this.webhooks } = services.automation);
+  }
+
   /** Alias of `storage`. */
   get store(): ClusterStorage {
     return this.storage;
   }
-  /** SPEC 7: this process's store (embedded SQLite or MongoDB). */
-  db!: Store;
-  /** The keys that seal provider and webhook secrets in `db` (never in the config, never logged). */
-  secrets!: SecretKeyring;
-  /** SPEC 8: request authorization over `db`. */
-  authorize!: Authorizer;
-  /** SPEC 3: cordon, drain, shed, restart, reboot, shutdown. */
-  state!: ServerState;
-  /** SPEC 5.5: where request handlers report the organizations they serve. */
-  organizations!: OrganizationPresence;
-  /** SPEC 10: API providers; `api.send(envelope)` is `POST /api` without HTTP. */
-  api!: Automation['api'];
-  /** SPEC 11: workflows; `workflow.register(name, definition)` adds one in code. */
-  workflow!: Automation['workflow'];
-  /** SPEC 12: webhook deliveries. */
-  webhooks!: Automation['webhooks'];
-  /** SPEC 6: the mesh between servers (links live in the primary; a worker's calls go through it). */
-  mesh!: MeshApi;
-  private handlers!: HandlerRegistry;
-  private sendEnvelope!: (envelope: unknown) => Promise<void>;
-  private requestEnvelope!: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
-  private primary?: PrimaryRuntime;
-  private worker?: WorkerRuntime;
-  private readonly plugins = new PluginHost<Server>();
-
-  constructor(
-    readonly id: string,
-    readonly workerId: number,
-    private readonly workersAtStart: number,
-    readonly config: ResolvedConfig,
-    readonly log: Logger,
-  ) {
-    super((event, error) => log.error({ err: error, event }, 'event listener failed'));
-    this.isPrimary = workerId === 0 || !cluster.isWorker;
-  }
-
-  /** @internal */
-  attachServices(services: {
-    handlers: HandlerRegistry;
-    state: ServerState;
-    send: (envelope: unknown) => Promise<void>;
-    request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
-    organizations: OrganizationPresence;
-  }): void {
-    this.handlers = services.handlers;
-    this.state = services.state;
-    this.sendEnvelope = services.send;
-    this.requestEnvelope = services.request;
-    this.organizations = services.organizations;
-  }
 
   /** SPEC 5.1: deliver an envelope to its targets (validated now; delivery is not awaited). */
   send(envelope: unknown): Promise<void> {
-    return this.sendEnvelope(envelope);
+    return this.envelopes.send(envelope);
   }
 
   /** SPEC 5.1: deliver and gather one reply per target; targets silent past `timeoutMs` are listed as missing. */
   request(envelope: unknown, options: { timeoutMs?: number } = {}): Promise<RequestResult> {
-    return this.requestEnvelope(envelope, options.timeoutMs);
+    return this.envelopes.request(envelope, options.timeoutMs);
   }
 
   /** Registers this process's handler of `method` (replaces an earlier one, built-ins included). */
   handle(method: string, handler: IpcHandler): void {
-    this.handlers.handle(method, handler);
+    this.envelopes.handle(method, handler);
   }
 
-  override on<E extends ServerEventName>(event: E, listener: Listener<E>): this;
-  override on(event: string | symbol, listener: (...args: any[]) => void): this;
-  override on(event: string | symbol, listener: (...args: any[]) => void): this {
-    return super.on(event, listener);
+  on<E extends ServerEventName>(event: E, listener: Listener<E>): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this {
+    this.events.on(event, listener);
+    return this;
   }
 
-  override once<E extends ServerEventName>(event: E, listener: Listener<E>): this;
-  override once(event: string | symbol, listener: (...args: any[]) => void): this;
-  override once(event: string | symbol, listener: (...args: any[]) => void): this {
-    return super.once(event, listener);
+  once<E extends ServerEventName>(event: E, listener: Listener<E>): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this {
+    this.events.once(event, listener);
+    return this;
   }
 
-  /** @internal */
-  bind(runtime: { primary?: PrimaryRuntime; worker?: WorkerRuntime }): void {
-    this.primary = runtime.primary;
-    this.worker = runtime.worker;
+  off(event: string | symbol, listener: (...args: any[]) => void): this {
+    this.events.off(event, listener);
+    return this;
+  }
+
+  /** Emits like an EventEmitter: a throwing listener throws to the caller. */
+  emit(event: string | symbol, ...args: unknown[]): boolean {
+    return this.events.emit(event, ...args);
+  }
+
+  /** Emits to every listener; one that throws or rejects is logged and the others still run. */
+  emitSafe<E extends ServerEventName>(event: E, ...args: ServerEventArgs[E]): boolean {
+    return this.events.emitSafe(event, ...args);
   }
 
   /** The primary runtime (undefined in a forked worker). */
-  get primaryRuntime(): PrimaryRuntime | undefined {
-    return this.primary;
+  get primaryRuntime() {
+    return this.host.primaryRuntime;
   }
 
   /** This process's worker runtime (single-process mode: the primary's own). */
-  get workerRuntime(): WorkerRuntime | undefined {
-    return this.worker;
+  get workerRuntime() {
+    return this.host.workerRuntime;
   }
 
   /** Workers this server runs (the resolved count, or a plugin's override); 0 in single-process mode. */
   get totalWorkers(): number {
-    return this.primary ? this.primary.workerCount : this.workersAtStart;
+    return this.host.totalWorkers;
   }
 
   /** Alias of `totalWorkers`. */
@@ -138,61 +166,52 @@ export class Server extends SafeEmitter {
     return this.totalWorkers;
   }
 
-  get status(): ServerStatus | WorkerStatus {
-    return this.primary ? this.primary.status : this.worker!.status;
+  get status() {
+    return this.host.status;
   }
 
   /** Bound ports (primary only). */
   get ports(): { http?: number; https?: number } {
-    return this.primary?.ports ?? {};
+    return this.host.ports;
   }
 
   getHealth(): { ready: boolean; live: boolean; status: string } {
-    if (this.primary) return this.primary.getHealth();
-    return { ready: this.worker!.ready, live: true, status: this.worker!.status };
+    return this.host.getHealth();
   }
 
-  async getFleetHealth(): Promise<ReturnType<PrimaryRuntime['getFleetHealth']>> {
-    if (this.primary) return this.primary.getFleetHealth();
-    const reply = await this.worker!.rpc.call<{ fleet: ReturnType<PrimaryRuntime['getFleetHealth']> }>('primary.health');
-    return reply.fleet;
+  getFleetHealth() {
+    return this.host.getFleetHealth();
   }
 
   getMetrics() {
-    if (this.primary) return this.primary.getMetrics();
-    return this.worker!.describe();
+    return this.host.getMetrics();
   }
 
   /** Prometheus text aggregated over the primary and every worker. */
   metricsText(): Promise<string> {
-    if (this.primary) return this.primary.metricsText();
-    return this.worker!.rpc.call<string>('primary.metrics', undefined, 5_000);
+    return this.host.metricsText();
   }
 
   restartWorkers(options?: RestartWorkersOptions): Promise<void> {
-    if (!this.primary) return this.worker!.rpc.call('primary.restartWorkers', { reason: options?.reason }).then(() => undefined);
-    return this.primary.restartWorkers(options);
+    return this.host.restartWorkers(options);
   }
 
   /**
    * Server-wide readiness: every worker's `/readyz` answers 503 (traffic is still served) until `setReady`.
    * From a worker, asks the primary.
    */
-  async setNotReady(): Promise<void> {
-    if (this.primary) this.primary.setNotReady();
-    else await this.worker!.rpc.call('primary.setNotReady');
+  setNotReady(): Promise<void> {
+    return this.host.setNotReady();
   }
 
   /** Undoes `setNotReady` (a no-op during shutdown; a tripped breaker keeps the server not ready). */
-  async setReady(): Promise<void> {
-    if (this.primary) this.primary.setReady();
-    else await this.worker!.rpc.call('primary.setReady');
+  setReady(): Promise<void> {
+    return this.host.setReady();
   }
 
   /** After fixing a crash loop's cause: restarts resume, missing workers are forked again, readiness returns. */
-  async resetCircuitBreaker(): Promise<void> {
-    if (this.primary) this.primary.resetCircuitBreaker();
-    else await this.worker!.rpc.call('primary.resetCircuitBreaker');
+  resetCircuitBreaker(): Promise<void> {
+    return this.host.resetCircuitBreaker();
   }
 
   /** Registers a plugin (chainable); only before the workers are forked, i.e. from init options or an install(). */
@@ -205,17 +224,17 @@ export class Server extends SafeEmitter {
   /** From a plugin's install(): variables merged into every worker's environment (guarded like workers.env). */
   patchWorkerEnv(env: Record<string, string>): void {
     this.plugins.assertOpen('patchWorkerEnv()');
-    if (!this.primary) throw new Error('patchWorkerEnv(): only the primary forks workers');
-    this.primary.patchWorkerEnv(env);
+    if (!this.host.forks) throw new Error('patchWorkerEnv(): only the primary forks workers');
+    this.host.forks.patchEnv(env);
     this.log.info({ plugin: this.plugins.current, keys: Object.keys(env) }, 'worker environment patched');
   }
 
   /** From a plugin's install(): run `count` workers (1 to 256) instead of the configured number. */
   overrideWorkerCount(count: number): void {
     this.plugins.assertOpen('overrideWorkerCount()');
-    if (!this.primary) throw new Error('overrideWorkerCount(): only the primary forks workers');
-    const before = this.primary.workerCount;
-    this.primary.overrideWorkerCount(count);
+    if (!this.host.forks) throw new Error('overrideWorkerCount(): only the primary forks workers');
+    const before = this.host.totalWorkers;
+    this.host.forks.overrideCount(count);
     this.log.info({ plugin: this.plugins.current, from: before, to: count }, 'worker count overridden');
   }
 
@@ -240,12 +259,11 @@ export class Server extends SafeEmitter {
 
   /** Work to do before this process stops (routing withdrawal, checkpoints...). */
   onShutdown(hook: (reason: string) => void | Promise<void>): void {
-    if (this.primary) this.primary.onShutdown(hook);
-    else this.worker!.onShutdown(hook);
+    this.host.onShutdown(hook);
   }
 
   /** Graceful shutdown of the whole server (from the primary) or of this worker. */
   shutdown(reason = 'shutdown'): Promise<void> {
-    return this.primary ? this.primary.shutdown(reason) : this.worker!.shutdown(reason);
+    return this.host.shutdown(reason);
   }
 }

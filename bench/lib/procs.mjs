@@ -12,12 +12,13 @@ export function fixturePath(name) {
 }
 
 export class Fixture {
-  constructor(name, env = {}) {
+  /** `execArgv`: Node flags for the fixture's own process (`--cpu-prof`, ...). */
+  constructor(name, env = {}, { execArgv = [] } = {}) {
     this.name = name;
     this.lines = [];
     this.waiters = [];
     this.nextId = 1;
-    this.child = spawn(process.execPath, [fixturePath(name)], {
+    this.child = spawn(process.execPath, [...execArgv, fixturePath(name)], {
       env: { ...process.env, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,
@@ -154,6 +155,12 @@ export function rssMiB(pid) {
 let clockTicks;
 /** CPU time (user + system) a process has used so far, in ms, from /proc/<pid>/stat; null when it is gone. */
 export function cpuMs(pid) {
+  const split = cpuSplitMs(pid);
+  return split && split.user + split.system;
+}
+
+/** User and system (kernel) CPU time a process has used so far, in ms; null when it is gone. */
+export function cpuSplitMs(pid) {
   if (clockTicks === undefined) {
     try {
       clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
@@ -163,7 +170,7 @@ export function cpuMs(pid) {
   }
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks;
+    return { user: (Number(fields[11]) * 1000) / clockTicks, system: (Number(fields[12]) * 1000) / clockTicks };
   } catch {
     return null;
   }

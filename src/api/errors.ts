@@ -1,17 +1,26 @@
+import { FleetplaneError } from '../errors.js';
+
 /**
  * Every refusal or failure of an API call, with the HTTP status it maps to. Messages name the provider and the
  * field, never a header value or a secret, and never an internal address beyond what the tenant configured.
  */
-export class ApiError extends Error {
+export class ApiError extends FleetplaneError {
   override readonly name = 'ApiError';
+  declare readonly code: ApiErrorCode;
+  declare readonly statusCode: 400 | 404 | 422 | 502 | 503 | 504;
   constructor(
-    readonly code: ApiErrorCode,
+    code: ApiErrorCode,
     message: string,
-    readonly statusCode: 400 | 404 | 422 | 502 | 503 | 504,
+    statusCode: 400 | 404 | 422 | 502 | 503 | 504,
     /** The status the upstream answered, when it answered at all. */
     readonly upstreamStatus?: number,
   ) {
-    super(message);
+    // An upstream's failure is the caller's to know: its 5xx answers say what failed too.
+    super(code, message, statusCode, { expose: true });
+  }
+
+  override get details(): Readonly<Record<string, unknown>> | undefined {
+    return this.upstreamStatus === undefined ? undefined : { upstreamStatus: this.upstreamStatus };
   }
 }
 

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 import type { Store } from '../db/types.js';
 import { SecretKeyError, SecretUnreadableError } from '../secrets/errors.js';
 import { revealSecrets } from '../secrets/fields.js';
@@ -37,6 +37,16 @@ export interface ApiCallOptions {
 
 export interface ApiLog {
   warn(details: Record<string, unknown>, message: string): void;
+}
+
+/**
+ * undici (a megabyte of code and its parser's WebAssembly) is loaded on the first provider call: a process that
+ * never calls one (the primary, most workers of a control-only node) never holds it.
+ */
+let PoolClass: typeof Pool | undefined;
+async function loadPool(): Promise<typeof Pool> {
+  PoolClass ??= (await import('undici')).Pool;
+  return PoolClass;
 }
 
 /** Pools stay warm this long without requests; a provider nobody calls holds no sockets. */
@@ -76,7 +86,8 @@ export class ApiService {
     const request = upstreamRequest(provider, valid.endpoint, valid.data);
     const timeoutMs = Math.min(provider.timeoutMs, options.timeoutMs ?? Number.POSITIVE_INFINITY);
     const headers = request.body === undefined ? provider.headers : provider.jsonHeaders;
-    return dispatch(this.pool(valid.organization_id, valid.api, provider.origin), valid.api, request, headers, {
+    const poolClass = PoolClass ?? (await loadPool());
+    return dispatch(this.pool(poolClass, valid.organization_id, valid.api, provider.origin), valid.api, request, headers, {
       timeoutMs,
       maxResponseBytes: provider.maxResponseBytes,
       signal: options.signal,
@@ -122,7 +133,7 @@ export class ApiService {
     }
   }
 
-  private pool(organizationId: string, name: string, origin: string): Pool {
+  private pool(poolClass: typeof Pool, organizationId: string, name: string, origin: string): Pool {
     const key = `${organizationId}\u0000${name}`;
     const current = this.pools.get(key);
     if (current?.origin === origin) return current.pool;
@@ -130,7 +141,7 @@ export class ApiService {
       // The provider moved: requests in flight finish on the old pool, new ones go to the new origin.
       void current.pool.close().catch((error: unknown) => this.log?.warn({ err: error, api: name }, 'closing a provider pool failed'));
     }
-    const pool = new Pool(origin, { connections: CONNECTIONS_PER_PROVIDER, keepAliveTimeout: KEEP_ALIVE_MS });
+    const pool = new poolClass(origin, { connections: CONNECTIONS_PER_PROVIDER, keepAliveTimeout: KEEP_ALIVE_MS });
     this.pools.set(key, { origin, pool });
     return pool;
   }

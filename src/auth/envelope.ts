@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { METHOD_PATTERN } from './permission-schema.js';
+import { METHOD_PATTERN } from '../schema/permissions.js';
 
 /**
  * What every envelope must carry before it is authorized; the rest depends on the method and is checked by the

@@ -5,7 +5,7 @@ import type { KeyDocument } from '../db/documents.js';
 import type { Store } from '../db/types.js';
 import { TenancyError } from './errors.js';
 import { normalizeHosts } from './host.js';
-import { Permissions, type Permissions as PermissionsMap } from './permission-schema.js';
+import { Permissions, type Permissions as PermissionsMap } from '../schema/permissions.js';
 
 /**
  * A key is `<key id>.<secret>`: the id (`fpk_` + 12 random bytes) is public and finds the record; the secret

@@ -7,7 +7,7 @@ import { newId } from '../db/ids.js';
 import type { Store } from '../db/types.js';
 import { TenancyError } from './errors.js';
 import { normalizeHost, normalizeHosts } from './host.js';
-import { Permissions, type Permissions as PermissionsMap } from './permission-schema.js';
+import { Permissions, type Permissions as PermissionsMap } from '../schema/permissions.js';
 
 export const CreateOrganizationInput = Type.Object(
   {

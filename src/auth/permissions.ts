@@ -1,4 +1,4 @@
-import type { Permissions } from './permission-schema.js';
+import type { Permissions } from '../schema/permissions.js';
 
 /** What the evaluator reads from an envelope; anything else in it is ignored. */
 export type EnvelopeFields = Readonly<Record<string, unknown>> & { readonly method: string };

@@ -126,13 +126,23 @@ export const ConfigSchema = Type.Object(
     db: Type.Object(
       {
         path: Type.Optional(Type.String({ minLength: 1, description: 'SQLite file of the embedded store (default <dataDir>/fleetplane.db)' })),
+        maxCollectionsPerOrganization: Type.Integer({
+          minimum: 1,
+          maximum: 10_000,
+          default: 100,
+          description: 'Collections an organization may create through /crud besides the standard ones (400 beyond it)',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),
     mongodb: Type.Object(
       {
-        url: Type.Optional(Type.String({ minLength: 1, description: 'MongoDB connection string; when set the store uses MongoDB instead of the embedded SQLite file' })),
-        database: Type.String({ minLength: 1, default: 'fleetplane', description: 'MongoDB database name' }),
+        url: Type.Optional(Type.String({ minLength: 1, description: 'MongoDB connection string (a replica set, 5.0 or later); when set the store uses MongoDB instead of the embedded SQLite file' })),
+        database: Type.Optional(Type.String({ minLength: 1, description: "MongoDB database name (default: the connection string's, else fleetplane)" })),
+        serverSelectionTimeoutMs: Type.Integer({ minimum: 1, default: 5_000, description: 'How long an operation looks for a reachable primary before failing with 503 store_unavailable' }),
+        socketTimeoutMs: Type.Integer({ minimum: 1, default: 10_000, description: 'A connection silent this long (a stalled server) fails its operation' }),
+        operationTimeoutMs: Type.Integer({ minimum: 1, default: 5_000, description: 'Server-side time limit of each read and deadline of each write transaction, retries included' }),
+        maxPoolSize: Type.Integer({ minimum: 1, maximum: 1000, default: 10, description: 'Connections per process (the primary and each worker)' }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -79,7 +79,7 @@ export async function listenControlSocket(dataDir: string, log: Logger, request:
       log.info({ via: 'control socket', method: envelope?.method, target: envelope }, 'control request');
       return { ok: true, result: await request(parsed.envelope, timeoutMs) };
     } catch (error) {
-      if (error instanceof IpcError) return { ok: false, error: { code: error.code, message: error.message, status: error.status } };
+      if (error instanceof IpcError) return { ok: false, error: { code: error.code, message: error.message, status: error.statusCode } };
       log.error({ err: error }, 'control request failed');
       return { ok: false, error: { code: 'internal', message: 'internal error', status: 500 } };
     }

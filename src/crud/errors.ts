@@ -1,11 +1,10 @@
+import { FleetplaneError } from '../errors.js';
+
 /** A CRUD envelope refused or failed; `code` and `message` are safe to show to the caller. */
-export class CrudError extends Error {
+export class CrudError extends FleetplaneError {
   override readonly name = 'CrudError';
-  constructor(
-    readonly code: string,
-    message: string,
-    readonly statusCode: 400 | 403 | 409 | 413 | 503,
-  ) {
-    super(message);
+  declare readonly statusCode: 400 | 403 | 409 | 413 | 503;
+  constructor(code: string, message: string, statusCode: 400 | 403 | 409 | 413 | 503) {
+    super(code, message, statusCode, { expose: true });
   }
 }

@@ -3,7 +3,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { providerViolation } from '../api/provider.js';
 import { schemaViolation } from '../api/schema-violation.js';
 import { normalizeHosts } from '../auth/host.js';
-import { Permissions } from '../auth/permission-schema.js';
+import { Permissions } from '../schema/permissions.js';
 import { OrganizationCors } from '../db/documents.js';
 import { StoreError } from '../db/errors.js';
 import { serializeDocument } from '../db/validate.js';

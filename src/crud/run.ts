@@ -3,6 +3,7 @@ import type { Collection, Document, Filter, Store, Update } from '../db/types.js
 import { serializeDocument } from '../db/validate.js';
 import { assertCollectionDocument } from '../db/documents.js';
 import { DEFAULT_READ_LIMIT, parseCrudEnvelope, type CrudEnvelope } from './envelope.js';
+import { admitCollection, assertTenantCollectionName, DEFAULT_MAX_COLLECTIONS } from './collections.js';
 import { CrudError } from './errors.js';
 import { assertNoSecretPaths, redactSecrets } from './secrets.js';
 import { assertCollectionAuthority, organizationsFilter, updateKeys, type CrudCaller } from './authority.js';
@@ -18,15 +19,22 @@ function asCrudError(error: unknown): unknown {
   if (error instanceof DuplicateKeyError) return new CrudError('duplicate_key', `a document with the same ${error.index} already exists`, 409);
   if (error instanceof DocumentTooLargeError) return new CrudError('document_too_large', error.message, 413);
   if (error instanceof ScopeError) return new CrudError('forbidden', error.message, 403);
-  if (error instanceof StoreError && error.code !== 'store_error') return new CrudError(error.code, error.message, 400);
+  // Down, busy or closed: the write may or may not have happened, and a retry is the caller's to decide.
+  if (error instanceof StoreError && error.statusCode === 503) return new CrudError('store_unavailable', 'the data store is unavailable; try again later', 503);
+  if (error instanceof StoreError && error.statusCode < 500) return new CrudError(error.code, error.message, 400);
   return error;
 }
 
 /**
- * Inserts all documents or none: each is checked first, and a write that fails half-way (a duplicate name)
- * removes the documents this call inserted before it.
+ * Inserts all documents or none: each is checked first, then the collection admitted (see `admitCollection`),
+ * and a write that fails half-way (a duplicate name) removes the documents this call inserted before it.
  */
-async function create(collection: Collection<Document>, name: string, documents: Record<string, unknown>[]): Promise<{ insertedIds: string[] }> {
+async function create(
+  collection: Collection<Document>,
+  name: string,
+  documents: Record<string, unknown>[],
+  admit: () => Promise<void>,
+): Promise<{ insertedIds: string[] }> {
   for (const [index, document] of documents.entries()) {
     try {
       serializeDocument(document);
@@ -37,6 +45,7 @@ async function create(collection: Collection<Document>, name: string, documents:
       throw error;
     }
   }
+  await admit();
   const insertedIds: string[] = [];
   try {
     for (const document of documents) insertedIds.push((await collection.insertOne(document)).insertedId);
@@ -47,8 +56,14 @@ async function create(collection: Collection<Document>, name: string, documents:
   return { insertedIds };
 }
 
-async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope): Promise<CrudResult> {
+export interface CrudOptions {
+  /** Collections an organization may create besides the SPEC 7.2 ones (`db.maxCollectionsPerOrganization`). */
+  maxCollections?: number;
+}
+
+async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope, options: CrudOptions): Promise<CrudResult> {
   const name = envelope.collection;
+  assertTenantCollectionName(name);
   assertCollectionAuthority(caller, envelope);
   assertNoSecretPaths(name, envelope.filter, envelope.sort);
   if (name === 'organizations') {
@@ -59,7 +74,7 @@ async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope)
   const collection = store.forOrganization(caller.organization_id).collection(name);
   switch (envelope.method) {
     case 'object.create':
-      return create(collection, name, envelope.documents!);
+      return create(collection, name, envelope.documents!, () => admitCollection(store, caller.organization_id, name, options.maxCollections ?? DEFAULT_MAX_COLLECTIONS));
     case 'object.read': {
       const found = await collection.find(envelope.filter as Filter | undefined, { sort: envelope.sort, limit: envelope.limit ?? DEFAULT_READ_LIMIT });
       return { documents: found.map((document) => redactSecrets(name, document)) };
@@ -77,11 +92,11 @@ async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope)
  * SPEC 7.3: an authorized CRUD envelope against the caller's organization. The scope comes from authorization
  * (`organization_id` of the envelope is the resolved one, never the caller's), through `store.forOrganization`.
  */
-export async function runCrud(store: Store | undefined, authorized: Readonly<Record<string, unknown>> & CrudCaller): Promise<CrudResult> {
+export async function runCrud(store: Store | undefined, authorized: Readonly<Record<string, unknown>> & CrudCaller, options: CrudOptions = {}): Promise<CrudResult> {
   if (!store) throw new CrudError('unavailable', 'the data store is not available on this server', 503);
   const envelope = parseCrudEnvelope(authorized);
   try {
-    return await execute(store, authorized, envelope);
+    return await execute(store, authorized, envelope, options);
   } catch (error) {
     throw asCrudError(error);
   }

@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
-import { Permissions, type Permissions as PermissionsMap } from '../auth/permission-schema.js';
+import { Permissions, type Permissions as PermissionsMap } from '../schema/permissions.js';
 import { InvalidInputError } from './errors.js';
 
 const Id = Type.String({ minLength: 1, maxLength: 256 });

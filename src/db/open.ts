@@ -1,10 +1,15 @@
 import path from 'node:path';
-import type { ResolvedConfig } from '../config/schema.js';
 import { STANDARD_INDEXES } from './documents.js';
 import { EmbeddedStore } from './embedded/store.js';
+import type { MongoSettings } from './mongodb/settings.js';
 import type { Store } from './types.js';
 
-export type StoreConfig = Pick<ResolvedConfig, 'dataDir' | 'db' | 'mongodb'>;
+/** What opening the store reads of the resolved configuration (`dataDir`, `db`, `mongodb`). */
+export interface StoreConfig {
+  dataDir: string;
+  db: { path?: string };
+  mongodb: Partial<MongoSettings>;
+}
 
 /** The embedded file's path: `db.path` (relative to the working directory) or `<dataDir>/fleetplane.db`. */
 export function embeddedStorePath(config: StoreConfig): string {
@@ -16,11 +21,16 @@ export async function ensureStandardIndexes(store: Store): Promise<void> {
   for (const { collection, fields } of STANDARD_INDEXES) await store.collection(collection).createIndex(fields, { unique: true });
 }
 
-/** MongoDB when `mongodb.url` is set, else the embedded SQLite file; standard indexes included. */
+/**
+ * MongoDB when `mongodb.url` is set, else the embedded SQLite file; standard indexes included. A MongoDB server
+ * that cannot be reached fails with `StoreUnavailableError` (see `openStoreWithRetry`), one that is too old or
+ * standalone with a `store_unsupported` StoreError.
+ */
 export async function openStore(config: StoreConfig): Promise<Store> {
+  const { url, ...settings } = config.mongodb;
   // The driver is loaded only when MongoDB is configured: most servers run embedded and start faster without it.
-  const store = config.mongodb.url
-    ? await (await import('./mongodb/store.js')).MongoStore.connect({ url: config.mongodb.url, database: config.mongodb.database })
+  const store = url
+    ? await (await import('./mongodb/store.js')).MongoStore.connect({ url, ...settings })
     : await EmbeddedStore.open(embeddedStorePath(config));
   try {
     await ensureStandardIndexes(store);

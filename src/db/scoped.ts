@@ -50,10 +50,12 @@ class ScopedCollection<T extends Document> implements Collection<T> {
   }
 
   async updateOne(filter: Filter, update: Update, options?: UpdateOptions): Promise<UpdateResult> {
+    this.checkUpsert(filter, options);
     return this.inner.updateOne(this.scope(filter), this.checkUpdate(update), options);
   }
 
   async updateMany(filter: Filter, update: Update, options?: UpdateOptions): Promise<UpdateResult> {
+    this.checkUpsert(filter, options);
     return this.inner.updateMany(this.scope(filter), this.checkUpdate(update), options);
   }
 
@@ -81,12 +83,24 @@ class ScopedCollection<T extends Document> implements Collection<T> {
     return { ...filter, [SCOPE_FIELD]: this.organizationId };
   }
 
+  /**
+   * An upsert builds its new document from the filter's equality conditions, so a caller's `organization_id`
+   * there would compete with the scope's own (MongoDB refuses the pair, a naive seed lets the caller win). Both
+   * backends refuse it up front.
+   */
+  private checkUpsert(filter: Filter, options: UpdateOptions | undefined): void {
+    if (options?.upsert !== true || !isPlainObject(filter)) return;
+    if (filterPaths(filter).some((path) => touches(path, SCOPE_FIELD))) {
+      throw new InvalidInputError('organization_id cannot be named in the filter of an upsert through an organization scope');
+    }
+  }
+
   private checkUpdate(update: Update): Update {
     if (!isPlainObject(update)) throw new InvalidInputError('an update must be an object of operators');
     for (const fields of Object.values(update)) {
       if (!isPlainObject(fields)) continue;
       for (const path of Object.keys(fields)) {
-        if (touches(path, SCOPE_FIELD)) throw new ScopeError('organization_id cannot be changed through an organization scope');
+        if (touches(path, SCOPE_FIELD)) throw new InvalidInputError('organization_id cannot be changed through an organization scope');
         for (const field of this.hidden) if (touches(path, field)) throw new ScopeError(`${field} cannot be written through an organization scope`);
       }
     }

@@ -5,21 +5,29 @@ export interface StoreCacheOptions {
   revalidateMs?: number;
   /** Entry cap; keys come from requests, so an attacker must not grow the cache forever. */
   maxEntries?: number;
+  /**
+   * Longest any entry is served without reading the store again (default 60 s; applied at the counter check, so
+   * up to `revalidateMs` later), whatever the counters say: the backstop for a write whose counter bump was lost.
+   */
+  maxAgeMs?: number;
   now?: () => number;
 }
 
 /**
  * A per-process cache of documents read from some collections of the store. Workers are separate processes
- * sharing the store, so invalidation cannot be a message from whoever wrote. Instead every write bumps a
- * per-collection counter in the same transaction (`Store.changeToken`) and the cache re-reads the counters at
+ * sharing the store, so invalidation cannot be a message from whoever wrote. Instead every write attempt bumps a
+ * per-collection counter, in the same transaction when it commits and once more when it fails
+ * (`Store.changeToken`, the store contract), and the cache re-reads the counters at
  * most every `revalidateMs`: one indexed read per interval whatever the request rate, for SQLite and MongoDB
  * alike (`PRAGMA data_version` changes on every commit to any table, and MongoDB has no equivalent). Writes
- * through this process's store clear the cache at once.
+ * through this process's store clear the cache at once, and nothing is kept longer than `maxAgeMs`.
  */
 export class StoreCache {
   private readonly entries = new Map<string, unknown>();
   private readonly revalidateMs: number;
   private readonly maxEntries: number;
+  private readonly maxAgeMs: number;
+  private clearedAt: number;
   private readonly now: () => number;
   private token: string | undefined;
   private checkedAt = Number.NEGATIVE_INFINITY;
@@ -34,7 +42,9 @@ export class StoreCache {
   ) {
     this.revalidateMs = options.revalidateMs ?? 250;
     this.maxEntries = options.maxEntries ?? 10_000;
+    this.maxAgeMs = options.maxAgeMs ?? 60_000;
     this.now = options.now ?? Date.now;
+    this.clearedAt = this.now();
     this.unsubscribe = store.onChange((collection) => {
       if (collections.includes(collection)) this.clear();
     });
@@ -71,6 +81,7 @@ export class StoreCache {
   }
 
   clear(): void {
+    this.clearedAt = this.now();
     this.generation += 1;
     this.entries.clear();
   }
@@ -93,6 +104,7 @@ export class StoreCache {
 
   private async revalidate(): Promise<void> {
     this.checkedAt = this.now();
+    if (this.checkedAt - this.clearedAt >= this.maxAgeMs) this.clear();
     const token = await this.store.changeToken(this.collections);
     if (token !== this.token) {
       this.token = token;

@@ -32,6 +32,7 @@ const hasOperatorKey = (value: Record<string, unknown>) => Object.keys(value).so
 function assertFieldPath(path: string, context: 'filter' | 'update' | 'projection' | 'sort'): void {
   for (const segment of path.split('.')) {
     if (segment === '') throw new InvalidInputError(`empty segment in field path "${path}"`);
+    if (segment.includes('\0')) throw new InvalidInputError(`field path ${JSON.stringify(path)} holds a NUL character`);
     if (segment.startsWith('$')) throw new UnknownOperatorError(segment, context);
     if (FORBIDDEN_SEGMENTS.has(segment)) throw new InvalidInputError(`field path "${path}" is not allowed`);
   }
@@ -63,6 +64,8 @@ function assertJsonValue(value: unknown, where: string, documentKeys: boolean, d
       if (!isPlainObject(value)) throw new InvalidInputError(`${where} holds a non-JSON object (${value.constructor?.name ?? 'unknown'}); store dates as ISO strings`);
       for (const [key, item] of Object.entries(value)) {
         if (key === '__proto__') throw new InvalidInputError(`${where} holds a "__proto__" field`);
+        // BSON field names are C strings: MongoDB cannot store one with a NUL, so neither backend does.
+        if (key.includes('\0')) throw new InvalidInputError(`${where} holds a field name with a NUL character`);
         if (documentKeys && (key.startsWith('$') || key === '')) {
           throw new InvalidInputError(`${where} holds an invalid field name "${key}" (empty or "$" prefix)`);
         }

@@ -1,12 +1,13 @@
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { errorBody } from '../errors.js';
 
 /**
  * A complete HTTP/1.1 error response in the one error shape, for answers written straight to a socket: the
  * request could not be parsed, so there is no `ServerResponse` to write it with.
  */
 export function rawErrorResponse(status: number, code: string, message: string): string {
-  const body = JSON.stringify({ error: { code, message } });
+  const body = JSON.stringify(errorBody(code, message));
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
     'Content-Type: application/json; charset=utf-8\r\n' +

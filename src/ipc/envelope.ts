@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { FleetplaneError } from '../errors.js';
 
 export const MAX_TARGETS = 256;
 export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
@@ -39,19 +40,21 @@ export interface DeliveredEnvelope extends IpcEnvelope {
   meta: EnvelopeMeta;
 }
 
-export class IpcError extends Error {
+export type IpcErrorCode = 'invalid_envelope' | 'no_target' | 'too_large' | 'unknown_method' | 'handler_failed' | 'forbidden' | 'unavailable' | 'bad_request';
+
+/** The HTTP status each IPC error answers with on the control surface. */
+const IPC_STATUS = { invalid_envelope: 400, no_target: 400, bad_request: 400, too_large: 413, unknown_method: 404, forbidden: 403, unavailable: 503, handler_failed: 500 } as const;
+
+export class IpcError extends FleetplaneError {
   override readonly name = 'IpcError';
+  declare readonly code: IpcErrorCode;
+  declare readonly statusCode: (typeof IPC_STATUS)[IpcErrorCode];
   constructor(
-    readonly code: 'invalid_envelope' | 'no_target' | 'too_large' | 'unknown_method' | 'handler_failed' | 'forbidden' | 'unavailable' | 'bad_request',
+    code: IpcErrorCode,
     message: string,
     readonly field?: string,
   ) {
-    super(message);
-  }
-
-  /** The HTTP status this error maps to on the control surface. */
-  get status(): number {
-    return { invalid_envelope: 400, no_target: 400, bad_request: 400, too_large: 413, unknown_method: 404, forbidden: 403, unavailable: 503, handler_failed: 500 }[this.code];
+    super(code, message, IPC_STATUS[code]);
   }
 }
 

@@ -3,6 +3,7 @@ import type { Logger } from '../logging/logger.js';
 import { reconnectDelayMs, stopsRetries, type ReconnectSchedule } from './backoff.js';
 import { dialHeaders, verifyAccept } from './handshake.js';
 import type { Corkable } from './link.js';
+import type { MeshEvents } from './events.js';
 
 /** A running peer as the inventory lists it. */
 export interface PeerTarget {
@@ -23,8 +24,7 @@ export interface DialerDeps {
   log: Logger;
   /** Takes an authenticated socket; false when the mesh will not have it (then it is closed). */
   adopt(ws: WebSocket, target: PeerTarget, socket: Corkable | undefined, onClose: (code: number) => void): boolean;
-  notify(event: 'reconnect', payload: { peer: string; attempt: number; delayMs: number; code?: number }): void;
-  notify(event: 'giveup', payload: { peer: string; attempts: number }): void;
+  notify<E extends 'reconnect' | 'giveup'>(event: E, ...payload: MeshEvents[E]): void;
 }
 
 type DialerState = 'connecting' | 'open' | 'waiting' | 'exhausted' | 'released' | 'stopped';

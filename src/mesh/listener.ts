@@ -4,6 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '../logging/logger.js';
+import type { MeshEvents } from './events.js';
 
 export type UpgradeVerdict<T> = { ok: true; value: T; headers: string[] } | { ok: false; status: number; reason: string; peer?: string };
 
@@ -17,7 +18,7 @@ export interface ListenerOptions<T> {
   authorize(request: IncomingMessage): UpgradeVerdict<T>;
   /** An accepted socket, with what `authorize` returned for it. */
   accepted(ws: WebSocket, value: T, socket: Duplex): void;
-  refused(details: { status: number; reason: string; peer?: string; remote?: string }): void;
+  refused(...details: MeshEvents['refused']): void;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { EventEmitter } from 'node:events';
+import { SafeEmitter } from '../events/safe-emitter.js';
 import type { IncomingMessage } from 'node:http';
 import type WebSocket from 'ws';
 import type { Logger } from '../logging/logger.js';
@@ -16,8 +16,9 @@ import { PeerDialer, type PeerTarget } from './dialer.js';
 import { RecentIds, answerCall, answerEnvelope, forwardOverLinks, selectLinks, type MeshHandler, type RouteFromPeer } from './peer-requests.js';
 import type { MeshSettings } from './settings.js';
 import { DiscoveryLoop } from './discovery.js';
+import type { MeshEvents } from './events.js';
 
-export type { MeshApi, MeshHandler, MeshMessage, MeshReply, PeerInfo };
+export type { MeshApi, MeshEvents, MeshHandler, MeshMessage, MeshReply, PeerInfo };
 
 export interface MeshDeps {
   serverId: string;
@@ -41,9 +42,10 @@ export interface MeshDeps {
 /**
  * The primary's mesh (SPEC 6): a listener for peers that dial in, dialers for the peers this server dials,
  * and one authenticated link per pair. Implements the router's `PeerForwarder`. Events (for observability):
- * `link:open` (once the peer's hello arrived), `link:close`, `reconnect`, `giveup`, `refused`.
+ * `link:open` (once the peer's hello arrived), `link:close`, `reconnect`, `giveup`, `refused`; a listener that
+ * throws is logged and never reaches mesh code, and the listeners after it still run.
  */
-export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
+export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwarder {
   private readonly links = new Map<string, PeerLink>();
   private readonly linkClosed = new Map<PeerLink, (code: number) => void>();
   private readonly dialers = new Map<string, PeerDialer>();
@@ -62,12 +64,12 @@ export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
     onClose: (link, code, reason) => this.linkDropped(link, code, reason),
     onGreeted: (link) => {
       this.deps.log.info({ peer: link.peer, direction: link.direction }, 'mesh link open');
-      this.notify('link:open', { peer: link.peer, direction: link.direction });
+      this.emitSafe('link:open', { peer: link.peer, direction: link.direction });
     },
   };
 
   constructor(private readonly deps: MeshDeps) {
-    super();
+    super((event, error) => deps.log.error({ err: error, event }, 'mesh event listener failed'));
     this.discovery = new DiscoveryLoop({
       intervalMs: deps.config.discoveryIntervalMs,
       discover: deps.discover,
@@ -98,7 +100,7 @@ export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
       accepted: (ws, claim, socket) => {
         if (!this.adopt(ws, claim.server, 'in', socket)) ws.close(1008, 'already linked');
       },
-      refused: (details) => this.notify('refused', details),
+      refused: (details) => this.emitSafe('refused', details),
     });
     try {
       return await this.listener.listen();
@@ -225,7 +227,7 @@ export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
   private linkDropped(link: PeerLink, code: number, reason: string): void {
     if (this.links.get(link.peer) === link) this.links.delete(link.peer);
     this.deps.log.info({ peer: link.peer, direction: link.direction, code, reason }, 'mesh link closed');
-    this.notify('link:close', { peer: link.peer, direction: link.direction, code, reason });
+    this.emitSafe('link:close', { peer: link.peer, direction: link.direction, code, reason });
     const onClose = this.linkClosed.get(link);
     this.linkClosed.delete(link);
     onClose?.(code);
@@ -257,21 +259,12 @@ export class Mesh extends EventEmitter implements MeshApi, PeerForwarder {
         random: this.deps.random ?? Math.random,
         log,
         adopt: (ws, peer, socket, onClose) => this.adopt(ws, peer.id, 'out', socket, onClose),
-        notify: (event: 'reconnect' | 'giveup', payload: object) => this.notify(event, payload),
+        notify: (event, ...payload) => this.emitSafe(event, ...payload),
       });
       this.dialers.set(target.id, created);
       created.start();
     }
     // Dialers with nothing left to do and no inventory entry are forgotten; retrying ones finish their budget.
     for (const [peer, dialer] of this.dialers) if (!listed.has(peer) && dialer.idle) this.dialers.delete(peer);
-  }
-
-  /** Emits for observers; a listener that throws is logged and never reaches mesh code. */
-  private notify(event: string, payload: object): void {
-    try {
-      this.emit(event, payload);
-    } catch (error) {
-      this.deps.log.error({ err: error, event }, 'mesh event listener failed');
-    }
   }
 }

@@ -12,17 +12,36 @@ export interface WorkerEndpoint {
 type ChannelHandler = (from: WorkerEndpoint, payload: unknown) => void;
 
 /**
+ * The channel a worker posts on once its message listener is installed, with every subsystem's handler
+ * registered: from then on what the primary sends it is heard. Reserved by the channel layer.
+ */
+export const CHANNELS_READY = 'channels.ready';
+
+/**
  * Named message streams between the primary and its workers, so subsystems (storage, IPC envelopes) share
  * one ordered channel per worker without knowing how processes are forked. Messages on one channel to one
  * worker arrive in the order they were sent.
+ *
+ * A started worker is not an endpoint until it reports its listener installed (`CHANNELS_READY`): a forked
+ * process drops what arrives before that. Nothing is queued for it: `send` refuses (false) and `broadcast`
+ * skips it, and subsystems that hold state push it from `onConnect`, which fires once the worker can hear it.
  */
 export class PrimaryChannels {
   private readonly handlers = new Map<string, ChannelHandler>();
+  private readonly connectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
   private readonly disconnectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
+  /** Started, listener not installed yet. */
+  private readonly starting = new Set<WorkerEndpoint>();
   private readonly live = new Set<WorkerEndpoint>();
 
   on(channel: string, handler: ChannelHandler): void {
+    if (channel === CHANNELS_READY) throw new TypeError(`channel "${CHANNELS_READY}" is reserved`);
     this.handlers.set(channel, handler);
+  }
+
+  /** `listener` hears each worker once it listens: the first moment anything sent to it arrives. */
+  onConnect(listener: (endpoint: WorkerEndpoint) => void): void {
+    this.connectListeners.push(listener);
   }
 
   onDisconnect(listener: (endpoint: WorkerEndpoint) => void): void {
@@ -34,7 +53,7 @@ export class PrimaryChannels {
   }
 
   send(endpoint: WorkerEndpoint, channel: string, payload: unknown): boolean {
-    if (!endpoint.connected) return false;
+    if (!this.live.has(endpoint) || !endpoint.connected) return false;
     try {
       endpoint.post({ fp: 'ch', channel, payload });
       return true;
@@ -48,21 +67,29 @@ export class PrimaryChannels {
   }
 
   /**
-   * @internal the runtime reports processes and their messages here. A forked worker drops what is sent
-   * before its listener exists, so subsystems wait for the worker to ask (as storage and shedding do).
+   * @internal the runtime reports each started worker process here, and its messages to `receive`; the
+   * worker counts as connected once it posts `CHANNELS_READY`.
    */
   connected(endpoint: WorkerEndpoint): void {
-    this.live.add(endpoint);
+    if (!this.live.has(endpoint)) this.starting.add(endpoint);
   }
 
   /** @internal */
   disconnected(endpoint: WorkerEndpoint): void {
-    if (!this.live.delete(endpoint)) return;
+    const known = this.starting.delete(endpoint) || this.live.delete(endpoint);
+    if (!known) return;
     for (const listener of this.disconnectListeners) listener(endpoint);
   }
 
   /** @internal */
   receive(from: WorkerEndpoint, message: ChannelMessage): void {
-    this.handlers.get(message.channel)?.(from, message.payload);
+    if (message.channel === CHANNELS_READY) this.listening(from);
+    else this.handlers.get(message.channel)?.(from, message.payload);
+  }
+
+  private listening(endpoint: WorkerEndpoint): void {
+    if (!this.starting.delete(endpoint)) return;
+    this.live.add(endpoint);
+    for (const listener of this.connectListeners) listener(endpoint);
   }
 }

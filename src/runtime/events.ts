@@ -1,5 +1,8 @@
-import { EventEmitter } from 'node:events';
+import { SafeEmitter, type AnyEvents } from '../events/safe-emitter.js';
 import type { WorkerStatus } from './status.js';
+import type { Logger } from '../logging/logger.js';
+
+export { SafeEmitter };
 
 export type RecycleReason = 'maxAge' | 'rss' | 'wedged' | 'lag' | 'restart';
 
@@ -29,27 +32,13 @@ export interface ServerEvents {
 
 export type ServerEventName = keyof ServerEvents;
 
-/**
- * An EventEmitter whose listeners cannot hurt the emitter: a listener that throws (or rejects) is logged and
- * the remaining listeners still run. The primary emits from its supervision paths, which must never die.
- */
-export class SafeEmitter extends EventEmitter {
-  constructor(private readonly onListenerError: (event: string, error: unknown) => void) {
-    super({ captureRejections: false });
-  }
+/** The listener arguments of each server event: its one payload. */
+export type ServerEventArgs = { [E in ServerEventName]: [payload: ServerEvents[E]] };
 
-  emitSafe<E extends ServerEventName>(event: E, payload: ServerEvents[E]): boolean {
-    const listeners = this.rawListeners(event);
-    for (const listener of listeners) {
-      try {
-        const result = (listener as (value: unknown) => unknown).call(this, payload);
-        if (result && typeof (result as Promise<unknown>).then === 'function') {
-          (result as Promise<unknown>).then(undefined, (error) => this.onListenerError(event, error));
-        }
-      } catch (error) {
-        this.onListenerError(event, error);
-      }
-    }
-    return listeners.length > 0;
-  }
+/** The server's emitter as the runtime sees it: SPEC 1.7 events typed, other names open to applications. */
+export type ServerEmitter = SafeEmitter<ServerEventArgs & AnyEvents>;
+
+/** The server's event source: a listener that throws or rejects is logged, and the listeners after it still run. */
+export function serverEvents(log: Logger): ServerEmitter {
+  return new SafeEmitter((event, error) => log.error({ err: error, event }, 'event listener failed'));
 }

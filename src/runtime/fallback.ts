@@ -1,6 +1,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import { errorBody } from '../errors.js';
 import { duplicatedHeader, duplicateHeaderMessage } from '../http/duplicate-headers.js';
 import { answerClientError } from '../http/raw-errors.js';
 import { REQUEST_ID_HEADER, requestIdFor } from '../http/request-id.js';
@@ -10,25 +11,31 @@ export interface FallbackOptions {
   /** `fallback.redirect`: the load balancer's base URL. */
   redirect?: string;
   retryAfterS: number;
-  /** A running mesh peer's public URL, when there is one. */
-  peerUrl?: () => string | undefined;
   status: () => string;
   tls?: { key: Buffer; cert: Buffer };
-  /** Requests the primary still serves itself in fallback (`POST /control`, `GET /metrics`). */
-  extraRoutes?: (request: IncomingMessage, response: ServerResponse) => boolean;
   onAnswer?: (status: number) => void;
+}
+
+/** What the fallback serves besides its own answers, known once the server is built. */
+export interface FallbackSurface {
+  /** A running mesh peer's public URL, when there is one. */
+  peerUrl?: () => string | undefined;
+  /** Requests the primary still serves itself in fallback (`POST /control`, `GET /metrics`). */
+  fallbackRoutes?: (request: IncomingMessage, response: ServerResponse) => boolean;
 }
 
 /**
  * SPEC 1.3: the answer the primary gives itself when no worker takes traffic. Load balancers get a 307 to
  * another entry point (or 503 when there is none), `/readyz` says 503 so they take this node out, and
- * `/healthz` stays 200 while the primary lives; `GET /metrics` is served here too (through `extraRoutes`), never
+ * `/healthz` stays 200 while the primary lives; `GET /metrics` is served here too (through `fallbackRoutes`), never
  * redirected. Every answer closes its connection, so the client comes
  * back through the balancer once workers serve again.
  */
 export class FallbackResponder {
   readonly http: HttpServer;
   readonly https?: HttpsServer;
+
+  private surface: FallbackSurface = {};
 
   constructor(private readonly options: FallbackOptions) {
     const handler = (request: IncomingMessage, response: ServerResponse) => this.answer(request, response);
@@ -49,8 +56,13 @@ export class FallbackResponder {
     socket.resume();
   }
 
+  /** Given before the ports are bound: the peer to redirect to and the routes served here. */
+  serveAlso(surface: FallbackSurface): void {
+    this.surface = surface;
+  }
+
   target(): string | undefined {
-    return this.options.redirect ?? this.options.peerUrl?.();
+    return this.options.redirect ?? this.surface.peerUrl?.();
   }
 
   private answer(request: IncomingMessage, response: ServerResponse): void {
@@ -58,16 +70,16 @@ export class FallbackResponder {
     // As the workers do: the caller's valid X-Request-Id back, else a fresh one to quote.
     response.setHeader(REQUEST_ID_HEADER, requestIdFor(request));
     const duplicated = duplicatedHeader(request.rawHeaders);
-    if (duplicated) return this.json(response, 400, { error: { code: 'duplicate_header', message: duplicateHeaderMessage(duplicated) } });
+    if (duplicated) return this.json(response, 400, errorBody('duplicate_header', duplicateHeaderMessage(duplicated)));
     const path = (request.url ?? '/').split('?')[0];
     if (request.method === 'GET' && (path === '/healthz' || path === '/readyz')) {
       const ready = path === '/healthz';
       return this.json(response, ready ? 200 : 503, { status: ready ? this.options.status() : 'fallback', server: this.options.serverId, worker: 0 });
     }
-    if (this.options.extraRoutes?.(request, response)) return;
+    if (this.surface.fallbackRoutes?.(request, response)) return;
     if (request.method === 'GET' && path === '/metrics') {
       // Metrics are never redirected: a scraper following a 307 would file another node's series under this one.
-      return this.json(response, 503, { error: { code: 'unavailable', message: 'metrics are not served by this primary while no worker serves' } });
+      return this.json(response, 503, errorBody('unavailable', 'metrics are not served by this primary while no worker serves'));
     }
     const base = this.target();
     if (base) {
@@ -79,7 +91,7 @@ export class FallbackResponder {
     }
     response.setHeader('Retry-After', String(this.options.retryAfterS));
     this.options.onAnswer?.(503);
-    this.json(response, 503, { error: { code: 'unavailable', message: 'no worker is serving on this node; retry later' } });
+    this.json(response, 503, errorBody('unavailable', 'no worker is serving on this node; retry later'));
   }
 
   private json(response: ServerResponse, status: number, body: unknown): void {

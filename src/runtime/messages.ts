@@ -1,10 +1,13 @@
 import type { WorkerStatus } from './status.js';
+import type { ResolvedConfig } from '../config/schema.js';
 
 /**
  * Internal primary ↔ worker messages. Every one carries `fp` so they never mix with messages an embedding
  * application sends on the same channel.
  */
 export type WorkerToPrimary =
+  /** A forked worker's first message: it asks for the resolved config (secrets included), never put in its environment. */
+  | { fp: 'boot' }
   | { fp: 'ready' }
   | { fp: 'status'; status: WorkerStatus }
   | { fp: 'health'; rss: number; heapUsed: number; lagMs: number }
@@ -14,6 +17,7 @@ export type WorkerToPrimary =
   | RpcReply;
 
 export type PrimaryToWorker =
+  | { fp: 'boot'; config: ResolvedConfig }
   | { fp: 'conn'; secure: boolean }
   | { fp: 'shutdown'; reason: string }
   | { fp: 'fleet'; ready: boolean }

@@ -6,7 +6,8 @@ import { ConnectionTracker } from './connections.js';
 import { startHeartbeat } from './heartbeat.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from './messages.js';
 import { RpcChannel } from './rpc.js';
-import type { SafeEmitter } from './events.js';
+import { CHANNELS_READY } from './channels.js';
+import type { ServerEmitter } from './events.js';
 import type { WorkerStatus } from './status.js';
 import { createWorkerRegistry } from './metrics.js';
 import { HttpMetrics } from './http-metrics.js';
@@ -43,7 +44,7 @@ export class WorkerRuntime {
     readonly config: ResolvedConfig,
     readonly workerId: number,
     private readonly log: Logger,
-    private readonly events: SafeEmitter,
+    private readonly events: ServerEmitter,
     private readonly post: (message: WorkerToPrimary) => void = (message) => process.send?.(message),
   ) {
     this.rpc = new RpcChannel((message) => this.post(message));
@@ -104,11 +105,13 @@ export class WorkerRuntime {
   /**
    * Binds this process before the app is built. In a forked worker (`inProcess` false): messages from the
    * primary, signals, heartbeats, and exit at the end of shutdown; in single-process mode the primary owns
-   * all of that and calls `accept` and `receive` itself. Then runs the ready gates.
+   * all of that and calls `accept` and `receive` itself. Then tells the primary's channels that this worker
+   * listens (every subsystem registered its channel before), and runs the ready gates.
    */
   async bind(inProcess = false): Promise<void> {
     this.inProcess = inProcess;
     if (!inProcess) this.bindProcess();
+    this.sendChannel(CHANNELS_READY, null);
     for (const gate of this.readyGates) await gate();
   }
 

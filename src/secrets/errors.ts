@@ -1,10 +1,11 @@
+import { FleetplaneError } from '../errors.js';
 import { StoreError } from '../db/errors.js';
 
 /**
  * The key that seals secrets at rest cannot be had: a malformed `FLEETPLANE_SECRETS_KEY`, a key file that is
  * unreadable, malformed or open to other users. Messages name the variable or the file, never key material.
  */
-export class SecretKeyError extends Error {
+export class SecretKeyError extends FleetplaneError {
   override readonly name = 'SecretKeyError';
   constructor(
     message: string,
@@ -12,18 +13,18 @@ export class SecretKeyError extends Error {
     readonly source: 'env' | 'file',
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super('secret_key_unavailable', message, 500, options);
   }
 }
 
 /** A stored secret that cannot be opened here; the message names its field and why, never a value. */
-export class SecretUnreadableError extends Error {
+export class SecretUnreadableError extends FleetplaneError {
   override readonly name = 'SecretUnreadableError';
   constructor(
     message: string,
     readonly reason: 'unknown_key' | 'rejected' | 'malformed' | 'no_keyring',
   ) {
-    super(message);
+    super('secret_unreadable', message, 500);
   }
 }
 

@@ -1,11 +1,21 @@
 import type { Clock } from '../runtime/clock.js';
 
+/** How request handlers report organizations to the primary's organization map (SPEC 5.5). */
+export interface OrganizationPresence {
+  /** A request of this organization was served here. */
+  touch(organizationId: string): void;
+  socketOpened(organizationId: string): void;
+  socketClosed(organizationId: string): void;
+  /** Organizations active on this server (primary) or seen by this worker. */
+  active(): string[];
+}
+
 export interface OrganizationEvents {
   active(organizationId: string): void;
   inactive(organizationId: string): void;
 }
 
-interface OrganizationPresence {
+interface Presence {
   workers: Set<number>;
   sockets: Map<number, number>;
   cancelGrace?: () => void;
@@ -18,7 +28,7 @@ interface OrganizationPresence {
  * Organizations that only ever made HTTP requests stay active: there is no "last" moment for them.
  */
 export class OrganizationTracker {
-  private readonly presence = new Map<string, OrganizationPresence>();
+  private readonly presence = new Map<string, Presence>();
 
   constructor(
     private readonly clock: Clock,
@@ -70,7 +80,7 @@ export class OrganizationTracker {
     }
   }
 
-  private entry(organizationId: string): OrganizationPresence {
+  private entry(organizationId: string): Presence {
     let entry = this.presence.get(organizationId);
     if (!entry) {
       entry = { workers: new Set(), sockets: new Map() };
@@ -80,7 +90,7 @@ export class OrganizationTracker {
     return entry;
   }
 
-  private maybeStartGrace(organizationId: string, entry: OrganizationPresence): void {
+  private maybeStartGrace(organizationId: string, entry: Presence): void {
     if (entry.sockets.size > 0 || entry.cancelGrace) return;
     entry.cancelGrace = this.clock.setTimeout(() => {
       entry.cancelGrace = undefined;

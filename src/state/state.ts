@@ -53,11 +53,11 @@ export class ServerState {
     private readonly channels?: PrimaryChannels,
   ) {
     if (channels) {
-      // A booting worker asks for the current list (what is sent before its listener exists is lost); every
-      // change after that is confirmed by each worker (see `pushShed`).
+      // A worker gets the current list as soon as it listens; every change after that is confirmed by each
+      // worker (see `pushShed`).
+      channels.onConnect((endpoint) => channels.send(endpoint, STATE_CHANNEL, { shed: [...this.shedOrganizations] }));
       channels.on(STATE_CHANNEL, (from, payload) => {
-        const { ack, sync } = (payload ?? {}) as { ack?: unknown; sync?: unknown };
-        if (sync === true) channels.send(from, STATE_CHANNEL, { shed: [...this.shedOrganizations] });
+        const { ack } = (payload ?? {}) as { ack?: unknown };
         if (typeof ack === 'number') this.settleShed(from, (waiter) => waiter.seq <= ack);
       });
       channels.onDisconnect((endpoint) => this.settleShed(endpoint, () => true));
@@ -75,10 +75,7 @@ export class ServerState {
         if (typeof seq === 'number') worker.sendChannel(STATE_CHANNEL, { ack: seq });
       });
       // Not ready (no connections) before it knows which organizations are shed.
-      worker.beforeReady(() => {
-        worker.sendChannel(STATE_CHANNEL, { sync: true });
-        return firstList;
-      });
+      worker.beforeReady(() => firstList);
     }
   }
 

@@ -8,6 +8,7 @@ import { STORAGE_CHANNEL, isWorkerRequest, requestIdOf, type PrimaryMessage, typ
 export interface AuthorityChannels {
   on(channel: string, handler: (from: WorkerEndpoint, payload: unknown) => void): void;
   send(endpoint: WorkerEndpoint, channel: string, payload: unknown): boolean;
+  onConnect(listener: (endpoint: WorkerEndpoint) => void): void;
   onDisconnect(listener: (endpoint: WorkerEndpoint) => void): void;
 }
 
@@ -49,6 +50,8 @@ export class StorageAuthority extends ClusterStorage {
   ) {
     super(log);
     channels.on(STORAGE_CHANNEL, (from, payload) => this.receive(from, payload));
+    // A worker gets its snapshot as soon as it listens, in order with the mutations: it never has to ask.
+    channels.onConnect((endpoint) => this.inOrder(() => this.subscribe(endpoint)));
     channels.onDisconnect((endpoint) => this.subscribers.delete(endpoint));
   }
 
@@ -135,10 +138,7 @@ export class StorageAuthority extends ClusterStorage {
 
   private serve(from: WorkerEndpoint, request: WorkerRequest): void {
     if (request.op === 'sync') {
-      this.inOrder(() => {
-        this.subscribers.add(from);
-        this.send(from, { type: 'snapshot', id: request.id, revision: this.revision, entries: [...this.entries] });
-      });
+      this.inOrder(() => this.subscribe(from, request.id));
       return;
     }
     let draft: MutationDraft;
@@ -153,6 +153,12 @@ export class StorageAuthority extends ClusterStorage {
       const { revision, result, answered } = this.process(draft, { endpoint: from, requestId: request.id });
       if (!answered) this.send(from, { type: 'reply', id: request.id, ok: true, revision, result });
     });
+  }
+
+  /** Mutations after this snapshot follow it on the same ordered channel. */
+  private subscribe(endpoint: WorkerEndpoint, requestId?: number): void {
+    this.subscribers.add(endpoint);
+    this.send(endpoint, { type: 'snapshot', ...(requestId === undefined ? {} : { id: requestId }), revision: this.revision, entries: [...this.entries] });
   }
 
   private draftFrom(request: Exclude<WorkerRequest, { op: 'sync' }>): MutationDraft {

@@ -1,4 +1,4 @@
-import { EventEmitter } from 'node:events';
+import { SafeEmitter } from '../events/safe-emitter.js';
 import { checkKey, type JsonValue } from './json-value.js';
 import type { StorageMutation } from './messages.js';
 
@@ -18,10 +18,13 @@ export interface StorageLog {
   error(details: object, message: string): void;
 }
 
-type ChangeListener = (newValue: JsonValue, oldValue: JsonValue | undefined, meta: StorageEventMeta) => void;
-type DeleteListener = (oldValue: JsonValue, meta: StorageEventMeta) => void;
-type ClearListener = (meta: StorageClearMeta) => void;
-type MutationListener = (mutation: StorageMutation) => void;
+/** SPEC 4.1: the events of storage and the arguments their listeners receive. */
+export interface StorageEvents {
+  [event: `change:${string}`]: [newValue: JsonValue, oldValue: JsonValue | undefined, meta: StorageEventMeta];
+  [event: `delete:${string}`]: [oldValue: JsonValue, meta: StorageEventMeta];
+  clear: [meta: StorageClearMeta];
+  mutation: [mutation: StorageMutation];
+}
 
 /** A mutation's effect on one process's entries, kept until its events are emitted. */
 export interface AppliedMutation {
@@ -38,12 +41,13 @@ export interface AppliedMutation {
  * `delete` of a missing key and `clear` of empty storage take none and fire nothing (they resolve false).
  * Reads are local to the process. Values are deeply frozen: copy one before changing it.
  */
-export abstract class ClusterStorage extends EventEmitter {
+export abstract class ClusterStorage extends SafeEmitter<StorageEvents> {
   protected readonly entries = new Map<string, JsonValue>();
   protected appliedRevision = 0;
 
+  /** Every listener runs even if one throws: a listener bug must not stop this process applying mutations. */
   constructor(protected readonly log: StorageLog) {
-    super({ captureRejections: false });
+    super((event, error) => log.error({ err: error, event }, 'storage listener failed'));
   }
 
   /** The revision of the last mutation this process applied (0: none yet). */
@@ -108,47 +112,16 @@ export abstract class ClusterStorage extends EventEmitter {
     const meta = { revision: mutation.revision };
     switch (mutation.kind) {
       case 'set':
-        this.emitSafely(`change:${mutation.key}`, mutation.value, oldValue, meta);
+        this.emitSafe(`change:${mutation.key}`, mutation.value, oldValue, meta);
         break;
       case 'delete':
-        this.emitSafely(`delete:${mutation.key}`, oldValue, meta);
+        // A delete is only applied to a key that exists.
+        this.emitSafe(`delete:${mutation.key}`, oldValue!, meta);
         break;
       case 'clear':
-        this.emitSafely('clear', { ...meta, keys: clearedKeys ?? [] });
+        this.emitSafe('clear', { ...meta, keys: clearedKeys ?? [] });
         break;
     }
-    this.emitSafely('mutation', mutation);
-  }
-
-  /** Every listener runs even if one throws: a listener bug must not stop this process applying mutations. */
-  protected emitSafely(event: string, ...args: unknown[]): void {
-    for (const listener of this.rawListeners(event)) {
-      try {
-        const result = (listener as (...values: unknown[]) => unknown).apply(this, args);
-        if (result && typeof (result as Promise<unknown>).then === 'function') {
-          (result as Promise<unknown>).then(undefined, (error: unknown) => this.log.error({ err: error, event }, 'storage listener failed'));
-        }
-      } catch (error) {
-        this.log.error({ err: error, event }, 'storage listener failed');
-      }
-    }
-  }
-
-  override on(event: `change:${string}`, listener: ChangeListener): this;
-  override on(event: `delete:${string}`, listener: DeleteListener): this;
-  override on(event: 'clear', listener: ClearListener): this;
-  override on(event: 'mutation', listener: MutationListener): this;
-  override on(event: string | symbol, listener: (...args: any[]) => void): this;
-  override on(event: string | symbol, listener: (...args: any[]) => void): this {
-    return super.on(event, listener);
-  }
-
-  override once(event: `change:${string}`, listener: ChangeListener): this;
-  override once(event: `delete:${string}`, listener: DeleteListener): this;
-  override once(event: 'clear', listener: ClearListener): this;
-  override once(event: 'mutation', listener: MutationListener): this;
-  override once(event: string | symbol, listener: (...args: any[]) => void): this;
-  override once(event: string | symbol, listener: (...args: any[]) => void): this {
-    return super.once(event, listener);
+    this.emitSafe('mutation', mutation);
   }
 }

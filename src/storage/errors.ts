@@ -1,3 +1,5 @@
+import { FleetplaneError } from '../errors.js';
+
 export const STORAGE_ERROR_CODES = [
   'E_STORAGE_KEY_INVALID',
   'E_STORAGE_KEY_TOO_LONG',
@@ -13,13 +15,10 @@ export const STORAGE_ERROR_CODES = [
 export type StorageErrorCode = (typeof STORAGE_ERROR_CODES)[number];
 
 /** Every failure of the cluster storage, in the calling process, whichever process detected it. */
-export class StorageError extends Error {
+export class StorageError extends FleetplaneError {
   override readonly name = 'StorageError';
-  constructor(
-    readonly code: StorageErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+  declare readonly code: StorageErrorCode;
+  constructor(code: StorageErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, 500, options);
   }
 }

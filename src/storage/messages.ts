@@ -11,7 +11,10 @@ const Revision = Type.Integer({ minimum: 0 });
 const AnyKey = Type.String();
 const AnyValue = Type.Unknown();
 
-/** What a worker may send the primary; checked, since a worker is another process (buggy or compromised). */
+/**
+ * What a worker may send the primary; checked, since a worker is another process (buggy or compromised).
+ * `sync` asks for a fresh snapshot after a revision gap (the first one comes unasked).
+ */
 const WorkerRequestSchema = Type.Union([
   Type.Object({ op: Type.Literal('sync'), id: RequestId }),
   Type.Object({ op: Type.Literal('set'), id: RequestId, key: AnyKey, value: AnyValue }),
@@ -36,7 +39,7 @@ const ErrorCodeSchema = Type.Union(STORAGE_ERROR_CODES.map((code) => Type.Litera
 
 const PrimaryMessageSchema = Type.Union([
   Type.Object({ type: Type.Literal('mutation'), mutation: MutationSchema, replyTo: Type.Optional(RequestId) }),
-  Type.Object({ type: Type.Literal('snapshot'), id: RequestId, revision: Revision, entries: Type.Array(Type.Tuple([AnyKey, AnyValue])) }),
+  Type.Object({ type: Type.Literal('snapshot'), id: Type.Optional(RequestId), revision: Revision, entries: Type.Array(Type.Tuple([AnyKey, AnyValue])) }),
   Type.Object({ type: Type.Literal('reply'), id: RequestId, ok: Type.Literal(true), revision: Revision, result: Type.Union([Type.Integer(), Type.Boolean()]) }),
   Type.Object({ type: Type.Literal('reply'), id: RequestId, ok: Type.Literal(false), error: Type.Object({ code: ErrorCodeSchema, message: Type.String() }) }),
 ]);
@@ -45,7 +48,8 @@ const PrimaryMessageSchema = Type.Union([
 export type PrimaryMessage =
   /** `replyTo`: the writer's copy also answers its request (result: the revision for a set, else true). */
   | { type: 'mutation'; mutation: StorageMutation; replyTo?: number }
-  | { type: 'snapshot'; id: number; revision: number; entries: Array<[string, JsonValue]> }
+  /** Without `id`: the snapshot the primary pushes to a worker as soon as it listens. */
+  | { type: 'snapshot'; id?: number; revision: number; entries: Array<[string, JsonValue]> }
   | { type: 'reply'; id: number; ok: true; revision: number; result: number | boolean }
   | { type: 'reply'; id: number; ok: false; error: { code: (typeof STORAGE_ERROR_CODES)[number]; message: string } };
 

@@ -22,8 +22,8 @@ type Snapshot = Extract<PrimaryMessage, { type: 'snapshot' }>;
 type Answer = Exclude<PrimaryMessage, { type: 'mutation' }>;
 
 /**
- * SPEC 4.2, worker side: a copy of the primary's entries, loaded from a snapshot before the worker reports
- * ready and then advanced strictly one revision at a time. Writes go to the primary; each resolves once this
+ * SPEC 4.2, worker side: a copy of the primary's entries, loaded from the snapshot the primary pushes when
+ * the worker starts listening (before the worker reports ready), then advanced strictly one revision at a time. Writes go to the primary; each resolves once this
  * replica has applied the primary's revision at the time of the answer (read-your-writes).
  */
 export class StorageReplica extends ClusterStorage {
@@ -31,6 +31,7 @@ export class StorageReplica extends ClusterStorage {
   private readonly pending = new Map<number, { answer(message: Answer): void }>();
   private readonly revisionWaiters: Array<{ revision: number; resume: () => void }> = [];
   private loaded = false;
+  private firstLoaded!: () => void;
   private resyncing = false;
   private readonly firstSnapshot: Promise<void>;
   private readonly clock: Clock;
@@ -45,15 +46,10 @@ export class StorageReplica extends ClusterStorage {
     this.clock = options.clock ?? systemClock;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
     runtime.onChannel(STORAGE_CHANNEL, (payload) => this.receive(payload));
-    let requestSync!: () => void;
-    const syncRequested = new Promise<void>((resolve) => (requestSync = resolve));
-    // Operations called before the ready gate runs wait for the snapshot the gate asks for.
-    this.firstSnapshot = syncRequested.then(() => this.sync());
-    this.firstSnapshot.catch(() => {});
-    runtime.beforeReady(() => {
-      requestSync();
-      return this.firstSnapshot;
-    });
+    // The primary pushes the first snapshot once this worker listens; operations called before wait for it,
+    // and the worker is not ready without it.
+    this.firstSnapshot = new Promise<void>((resolve) => (this.firstLoaded = resolve));
+    runtime.beforeReady(() => this.firstSnapshot);
   }
 
   async set(key: string, value: JsonValue): Promise<number> {
@@ -131,6 +127,10 @@ export class StorageReplica extends ClusterStorage {
       this.log.error({}, 'malformed storage message from the primary');
       return;
     }
+    if (payload.type === 'snapshot' && payload.id === undefined) {
+      this.load(payload);
+      return;
+    }
     if (payload.type !== 'mutation') {
       this.answer(payload);
       return;
@@ -143,6 +143,7 @@ export class StorageReplica extends ClusterStorage {
   }
 
   private answer(message: Answer): void {
+    if (message.id === undefined) return;
     const request = this.pending.get(message.id);
     if (!request) return;
     this.pending.delete(message.id);
@@ -182,6 +183,7 @@ export class StorageReplica extends ClusterStorage {
     for (const [key, value] of snapshot.entries) this.entries.set(key, freezeJson(value));
     this.appliedRevision = snapshot.revision;
     this.loaded = true;
+    this.firstLoaded();
     if (previous) this.emitDifferences(previous, snapshot.revision);
     this.wakeRevisionWaiters();
   }
@@ -191,9 +193,9 @@ export class StorageReplica extends ClusterStorage {
     const meta = { revision };
     for (const [key, value] of this.entries) {
       const oldValue = previous.get(key);
-      if (oldValue === undefined || JSON.stringify(oldValue) !== JSON.stringify(value)) this.emitSafely(`change:${key}`, value, oldValue, meta);
+      if (oldValue === undefined || JSON.stringify(oldValue) !== JSON.stringify(value)) this.emitSafe(`change:${key}`, value, oldValue, meta);
     }
-    for (const [key, oldValue] of previous) if (!this.entries.has(key)) this.emitSafely(`delete:${key}`, oldValue, meta);
+    for (const [key, oldValue] of previous) if (!this.entries.has(key)) this.emitSafe(`delete:${key}`, oldValue, meta);
   }
 
   private afterRevision(revision: number, resume: () => void): void {

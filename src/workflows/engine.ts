@@ -47,7 +47,7 @@ function atStep(error: unknown, step: CompiledStep): unknown {
     return new WorkflowError('step_failed', `step "${step.name}": ${error.message}`, status, step.name);
   }
   if (error instanceof IpcError) {
-    return new WorkflowError('step_failed', `step "${step.name}": ${error.message}`, error.status === 503 ? 503 : 422, step.name);
+    return new WorkflowError('step_failed', `step "${step.name}": ${error.message}`, error.statusCode === 503 ? 503 : 422, step.name);
   }
   return error;
 }

@@ -1,16 +1,25 @@
+import { FleetplaneError } from '../errors.js';
+
 /**
  * A workflow that could not run or finish. `step` names the failing top-level step; the message carries the
  * whole path for nested workflows (`step "deploy" → workflow "build" → step "upload": ...`).
  */
-export class WorkflowError extends Error {
+export class WorkflowError extends FleetplaneError {
   override readonly name = 'WorkflowError';
+  declare readonly code: WorkflowErrorCode;
+  declare readonly statusCode: 400 | 403 | 404 | 422 | 502 | 503 | 504;
   constructor(
-    readonly code: WorkflowErrorCode,
+    code: WorkflowErrorCode,
     message: string,
-    readonly statusCode: 400 | 403 | 404 | 422 | 502 | 503 | 504,
+    statusCode: 400 | 403 | 404 | 422 | 502 | 503 | 504,
     readonly step?: string,
   ) {
-    super(message);
+    // A failed step or a timeout is the caller's to know: its 5xx answers name the step too.
+    super(code, message, statusCode, { expose: true });
+  }
+
+  override get details(): Readonly<Record<string, unknown>> | undefined {
+    return this.step ? { step: this.step } : undefined;
   }
 }
 

@@ -38,8 +38,8 @@ t.test('without an authorization service /metrics answers 403', async (t) => {
   const { buildApp } = await import('../../app.js');
   const { loadConfig } = await import('../../src/config/load.js');
   const config = loadConfig({ env: {}, object: {} }).config;
-  const server = { id: 's', workerId: 1, config, status: 'ready', state: {}, getHealth: () => ({ ready: true, live: true, status: 'ready' }), metricsText: async () => 'x' };
-  const { app } = await buildApp({ server: server as never, logger: false });
+  const { standInServer } = await import('../helpers/route-context.js');
+  const { app } = await buildApp({ server: standInServer(config, { metricsText: async () => 'x' }), logger: false });
   t.teardown(() => app.close());
   const reply = await scrape(app, reader);
   t.equal(reply.statusCode, 403);

@@ -4,7 +4,7 @@ import { Authorizer } from '../../src/auth/authorize.js';
 import { AuthorizationError } from '../../src/auth/errors.js';
 import { createKey, revokeKey } from '../../src/auth/keys.js';
 import type { KeyDocument } from '../../src/db/documents.js';
-import type { Permissions } from '../../src/auth/permission-schema.js';
+import type { Permissions } from '../../src/schema/permissions.js';
 import { CrudError } from '../../src/crud/errors.js';
 import { runCrud } from '../../src/crud/run.js';
 import { organization, testStore } from '../auth/fixtures/tenants.js';

@@ -5,8 +5,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { openStore, embeddedStorePath } from '../../src/db/open.js';
-import { DocumentTooLargeError, InvalidInputError } from '../../src/db/errors.js';
-import { MAX_DOCUMENT_BYTES } from '../../src/db/validate.js';
+import { InvalidInputError } from '../../src/db/errors.js';
 import { storeContract, rejection } from './fixtures/store-contract/harness.js';
 
 const tmp = () => mkdtempSync(path.join(tmpdir(), 'fleetplane-db-'));
@@ -42,16 +41,6 @@ t.test('the file is in WAL mode with a busy timeout', async (t) => {
   t.teardown(() => store.close());
   t.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
   t.ok((store.db.pragma('busy_timeout', { simple: true }) as number) > 0);
-});
-
-t.test('an update that grows a document past the size limit is refused and the stored one kept', async (t) => {
-  const store = await EmbeddedStore.open(path.join(tmp(), 'grow.db'));
-  t.teardown(() => store.close());
-  const collection = store.collection('grow');
-  const half = 'x'.repeat(MAX_DOCUMENT_BYTES / 2);
-  await collection.insertOne({ _id: 'a', parts: [half] });
-  t.ok((await rejection(t, collection.updateOne({ _id: 'a' }, { $push: { parts: half } }))) instanceof DocumentTooLargeError);
-  t.equal(((await collection.findOne({ _id: 'a' }))?.parts as string[]).length, 1);
 });
 
 t.test('documents of the SPEC 7.2 collections must match their schema', async (t) => {

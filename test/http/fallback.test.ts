@@ -7,13 +7,14 @@ import { rawRequest, requestText, type RawAnswer } from './fixtures/raw-http.js'
 /** The primary's own answers, listening directly (in production the primary hands it accepted sockets). */
 async function responder(redirect?: string) {
   const reached: string[] = [];
-  const extraRoutes = (request: IncomingMessage, response: ServerResponse) => {
+  const fallbackRoutes = (request: IncomingMessage, response: ServerResponse) => {
     if (request.url !== '/control') return false;
     reached.push(request.url);
     response.end('{}');
     return true;
   };
-  const fallback = new FallbackResponder({ serverId: 'server-1', redirect, retryAfterS: 5, status: () => 'fallback', extraRoutes });
+  const fallback = new FallbackResponder({ serverId: 'server-1', redirect, retryAfterS: 5, status: () => 'fallback' });
+  fallback.serveAlso({ fallbackRoutes });
   await new Promise<void>((resolve) => fallback.http.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => fallback.http.close(() => resolve())));
   return { port: (fallback.http.address() as AddressInfo).port, reached };

@@ -2,7 +2,7 @@ import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildApp } from '../../app.js';
-import type { ServerContext } from '../../plugins/services.js';
+import { standInServer } from '../helpers/route-context.js';
 import { Authorizer } from '../../src/auth/authorize.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { FleetplaneConfig } from '../../src/config/schema.js';
@@ -32,17 +32,11 @@ async function staticApp(t: Test, config: FleetplaneConfig, shed = false) {
   const store = await testStore();
   const acme = await organization(store, { name: 'acme', hosts: ['acme.test'] });
   const shedding = new Set(shed ? [acme._id] : []);
-  const server = {
-    id: 'test-server',
-    workerId: 1,
-    config: loadConfig({ env: {}, object: { dataDir: tempDir(), ...config } }).config,
-    status: 'ready',
-    state: { shedding, isShed: (id: string) => shedding.has(id) },
-    getHealth: () => ({ ready: true, live: true, status: 'ready' }),
-    metricsText: async () => '',
+  const server = standInServer(loadConfig({ env: {}, object: { dataDir: tempDir(), ...config } }).config, {
+    state: { shedding, isShed: (id: string | undefined) => id !== undefined && shedding.has(id) },
     db: store,
     authorize: new Authorizer(store),
-  } as unknown as ServerContext;
+  });
   const { app } = await buildApp({ server, logger: false });
   t.teardown(async () => {
     await app.close();

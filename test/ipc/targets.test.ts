@@ -63,7 +63,7 @@ t.test('envelope validation names the field', async (t) => {
   t.match(reject({ method: 'status', server: [] }), { field: 'server' });
   t.match(reject({ worker: 1 }), { field: 'method' });
   t.match(reject({ method: 'has space', master: true }), { field: 'method' });
-  t.match(reject({ method: 'status', master: true, data: 'x'.repeat(5000) }), { code: 'too_large', status: 413 });
+  t.match(reject({ method: 'status', master: true, data: 'x'.repeat(5000) }), { code: 'too_large', statusCode: 413 });
   t.match(reject(null), { code: 'invalid_envelope' });
   t.equal(parseEnvelope({ method: 'status', master: true }).method, 'status');
 });

@@ -51,7 +51,7 @@ export async function inProcessMesh(id: string, mesh: Record<string, unknown> = 
     publicUrl: () => `http://${id}.example.test`,
     discover: async () => state.targets!,
   });
-  for (const event of ['link:open', 'link:close', 'reconnect', 'giveup', 'refused']) instance.on(event, (payload) => state.events!.push({ event, ...payload }));
+  for (const event of ['link:open', 'link:close', 'reconnect', 'giveup', 'refused'] as const) instance.on(event, (payload) => state.events!.push({ event, ...payload }));
   const port = await instance.listen();
   state.mesh = instance;
   state.url = `${config.mesh.tls.key ? 'wss' : 'ws'}://127.0.0.1:${port}`;

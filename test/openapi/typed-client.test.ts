@@ -9,7 +9,7 @@ import { Counter, Registry } from 'prom-client';
 import ts from 'typescript';
 import t from 'tap';
 import { buildApp } from '../../app.js';
-import type { ServerContext } from '../../plugins/services.js';
+import { standInServer } from '../helpers/route-context.js';
 import { loadConfig } from '../../src/config/load.js';
 import { key, organization, tempDir, testStore } from '../auth/fixtures/tenants.js';
 import { Authorizer } from '../../src/auth/authorize.js';
@@ -120,13 +120,8 @@ t.test('a client generated from openapi/openapi.json type-checks and calls /crud
   const registry = new Registry();
   new Counter({ name: 'fleetplane_connections_handed_total', help: 'Connections handed to workers', registers: [registry] }).inc(3);
   const routed: unknown[] = [];
-  const server = {
+  const server = standInServer(loadConfig({ env: {}, object: { dataDir: tempDir() } }).config, {
     id: 'srv-a',
-    workerId: 1,
-    config: loadConfig({ env: {}, object: { dataDir: tempDir() } }).config,
-    status: 'ready',
-    state: { shedding: new Set(), isShed: () => false },
-    getHealth: () => ({ ready: true, live: true, status: 'ready' }),
     metricsText: () => registry.metrics(),
     db: store,
     authorize: new Authorizer(store),
@@ -135,7 +130,7 @@ t.test('a client generated from openapi/openapi.json type-checks and calls /crud
       routed.push(envelope);
       return { id: 'request-1', replies: [{ server: 'srv-a', worker: 1, ok: true, result: { status: 'ready' } }], missing: [] };
     },
-  } as unknown as ServerContext;
+  });
   const { app } = await buildApp({ server, logger: false });
   t.teardown(() => app.close());
   await app.listen({ port: 0, host: '127.0.0.1' });

@@ -1,6 +1,8 @@
 import t from 'tap';
+import { Writable } from 'node:stream';
 import { settle } from '../helpers/fake-clock.js';
-import { SafeEmitter } from '../../src/runtime/events.js';
+import { SafeEmitter, serverEvents } from '../../src/runtime/events.js';
+import { createLogger } from '../../src/logging/logger.js';
 
 const payload = { workerId: 1, pid: 42 };
 
@@ -79,4 +81,24 @@ t.test('a listener added while emitting waits for the next emit', async (t) => {
   });
   events.emitSafe('worker:online', payload);
   t.same(calls, ['outer']);
+});
+
+t.test('a server event listener that throws is logged by the event source of the server and the listeners after it still run', async (t) => {
+  const records: Array<Record<string, any>> = [];
+  const destination = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n').filter(Boolean)) records.push(JSON.parse(line));
+      done();
+    },
+  });
+  const events = serverEvents(createLogger({ level: 'info', destination }));
+  const heard: string[] = [];
+  events.on('organization.active', () => {
+    throw new Error('listener bug');
+  });
+  events.on('organization.active', ({ organization_id }) => heard.push(organization_id));
+  t.equal(events.emitSafe('organization.active', { organization_id: 'org-1' }), true);
+  t.same(heard, ['org-1']);
+  await new Promise((resolve) => setImmediate(resolve));
+  t.match(records, [{ msg: 'event listener failed', event: 'organization.active', err: { message: 'listener bug' } }]);
 });

@@ -94,6 +94,7 @@ export class FakeCluster implements AuthorityChannels {
   readonly authority: StorageAuthority;
   readonly workers: FakeWorker[] = [];
   private handler?: (from: WorkerEndpoint, payload: unknown) => void;
+  private readonly connectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
   private readonly disconnectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
 
   constructor() {
@@ -110,16 +111,31 @@ export class FakeCluster implements AuthorityChannels {
     return true;
   }
 
+  onConnect(listener: (endpoint: WorkerEndpoint) => void): void {
+    this.connectListeners.push(listener);
+  }
+
   onDisconnect(listener: (endpoint: WorkerEndpoint) => void): void {
     this.disconnectListeners.push(listener);
   }
 
-  /** Starts a worker; `ready` false leaves its ready gate for the test to run. */
+  /**
+   * Starts a worker; `ready` false leaves it booting, its channel listener not yet installed, for the test
+   * to `listen` and run its ready gate.
+   */
   async addWorker(options: { ready?: boolean; clock?: Clock; requestTimeoutMs?: number } = {}): Promise<FakeWorker> {
     const worker = new FakeWorker(this.workers.length + 1, (from, payload) => this.receive(from, payload), options);
     this.workers.push(worker);
-    if (options.ready ?? true) await worker.becomeReady();
+    if (options.ready ?? true) {
+      this.listen(worker);
+      await worker.becomeReady();
+    }
     return worker;
+  }
+
+  /** The worker's listener is installed: what `PrimaryChannels` reports on `CHANNELS_READY`. */
+  listen(worker: FakeWorker): void {
+    for (const listener of this.connectListeners) listener(worker.endpoint);
   }
 
   /** A payload arriving from `from`, exactly as the primary's message handler would pass it on. */

@@ -3,7 +3,7 @@ import { FakeClock } from '../helpers/fake-clock.js';
 import { StorageError } from '../../src/storage/errors.js';
 import { FakeCluster, entriesOf, flush, recordEvents } from './fake-cluster.js';
 
-t.test('a worker that joins late loads a snapshot (with its revision) before it is ready; reads wait for it', async (t) => {
+t.test('a worker that joins late is pushed a snapshot (with its revision) once it listens, unasked, before it is ready; reads wait for it', async (t) => {
   const cluster = new FakeCluster();
   await cluster.authority.set('a', { n: 1 });
   await cluster.authority.set('b', [1, 2]);
@@ -15,10 +15,12 @@ t.test('a worker that joins late loads a snapshot (with its revision) before it 
     return value;
   });
   await flush();
-  t.equal(readSettled, false, 'a read before the ready gate waits for the snapshot');
-  t.same(late.toPrimary, [], 'nothing asked of the primary before the ready gate runs');
+  t.equal(readSettled, false, 'a read before the snapshot waits for it');
+  t.same(late.toWorker, [], 'nothing sent to a worker that does not listen yet');
 
+  cluster.listen(late);
   await late.becomeReady();
+  t.same(late.toPrimary, [], 'the worker never asked for its snapshot');
   t.equal(late.replica.revision, 3, "the snapshot's revision");
   t.same(await entriesOf(late.replica), await entriesOf(cluster.authority));
   t.same(await read, { n: 1 });
@@ -35,7 +37,7 @@ t.test('a replica ignores mutations at or below its snapshot revision, then foll
   t.equal(await worker.replica.get('a'), 'current');
   t.same(events, [], 'no event for what the snapshot already holds');
   t.same(worker.log.errors, [], 'not mistaken for a gap');
-  t.equal(worker.toPrimary.length, 1, 'no second snapshot asked for');
+  t.same(worker.toPrimary, [], 'no snapshot asked for');
   await cluster.authority.set('a', 'next');
   await flush();
   t.same(events, [{ revision: 2, event: 'change:a', value: 'next', oldValue: 'current' }]);

@@ -9,7 +9,7 @@ import type {
   Collection, DeleteResult, Document, Filter, FindOptions, IndexOptions, IndexSpec, NewDocument, Update, UpdateOptions, UpdateResult,
 } from '../types.js';
 import { isConstraint } from './sqlite.js';
-import type { EmbeddedStore } from './store.js';
+import type { EmbeddedBackend } from './backend.js';
 
 type Row = Record<string, unknown> & { _id: string };
 
@@ -27,7 +27,7 @@ function compileFilter(filter: Filter): ((document: Row) => boolean) | undefined
 export class EmbeddedCollection<T extends Document> implements Collection<T> {
   constructor(
     readonly name: string,
-    private readonly store: EmbeddedStore,
+    private readonly store: EmbeddedBackend,
   ) {}
 
   async findOne(filter: Filter = {}, options: Omit<FindOptions, 'limit'> = {}): Promise<T | null> {
@@ -68,7 +68,7 @@ export class EmbeddedCollection<T extends Document> implements Collection<T> {
     const text = JSON.stringify(row);
     return this.store.write(this.name, () => {
       this.insertRow(row, text, this.store.indexesForWrite(this.name));
-      return { result: { insertedId: row._id }, changed: true };
+      return { result: { insertedId: row._id }, counts: true };
     });
   }
 
@@ -98,12 +98,12 @@ export class EmbeddedCollection<T extends Document> implements Collection<T> {
       const existing = this.store.indexesForWrite(this.name).find((candidate) => candidate.name === spec.name);
       if (existing) {
         if (JSON.stringify(existing) !== JSON.stringify(spec)) throw new InvalidInputError(`index ${spec.name} already exists with a different definition`);
-        return { result: spec.name, changed: false };
+        return { result: spec.name, counts: false };
       }
       for (const document of this.select({}, [], 0)) this.insertKeys(spec, document);
       statements.insertIndexDefinition.run(this.name, spec.name, JSON.stringify(spec));
       this.store.indexesForWrite(this.name);
-      return { result: spec.name, changed: false };
+      return { result: spec.name, counts: false };
     });
   }
 
@@ -164,14 +164,14 @@ export class EmbeddedCollection<T extends Document> implements Collection<T> {
         modifiedCount += 1;
       }
       if (matches.length > 0 || !options.upsert) {
-        return { result: { matchedCount: matches.length, modifiedCount }, changed: modifiedCount > 0 };
+        return { result: { matchedCount: matches.length, modifiedCount }, counts: true };
       }
       const seeded = seedFromFilter(filter);
       applyUpdate(seeded, update);
       const row: Row = { _id: (seeded._id as string | undefined) ?? newId(), ...seeded };
       const text = serializeDocument(row);
       this.insertRow(row, text, specs);
-      return { result: { matchedCount: 0, modifiedCount: 0, upsertedId: row._id }, changed: true };
+      return { result: { matchedCount: 0, modifiedCount: 0, upsertedId: row._id }, counts: true };
     });
   }
 
@@ -184,7 +184,7 @@ export class EmbeddedCollection<T extends Document> implements Collection<T> {
         statements.deleteDocument.run(this.name, document._id);
         statements.deleteKeys.run(this.name, document._id);
       }
-      return { result: { deletedCount: matches.length }, changed: matches.length > 0 };
+      return { result: { deletedCount: matches.length }, counts: true };
     });
   }
 }

@@ -1,30 +1,14 @@
 import type Database from 'better-sqlite3';
 import { StoreError } from '../errors.js';
+import { ChangeListeners } from '../change-listeners.js';
 import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, IndexSpec, OrganizationScope, Store } from '../types.js';
+import type { EmbeddedBackend, Statements } from './backend.js';
 import { EmbeddedCollection } from './collection.js';
 import { isBusy, openDatabase, withBusyRetry } from './sqlite.js';
 
 /** Reads may use an index definition this much later than another process created it (writes never do). */
 const INDEX_DEFINITIONS_TTL_MS = 1_000;
-
-type Statement<P extends unknown[], R = unknown> = Database.Statement<P, R>;
-
-export interface Statements {
-  documentById: Statement<[string, string], string>;
-  documentsByKey: Statement<[string, string, string], string>;
-  scan: Statement<[string], string>;
-  count: Statement<[string], number>;
-  insertDocument: Statement<[string, string, string]>;
-  replaceDocument: Statement<[string, string, string]>;
-  deleteDocument: Statement<[string, string]>;
-  insertKey: Statement<[string, string, string, string]>;
-  deleteKeys: Statement<[string, string]>;
-  indexDefinitions: Statement<[string], { name: string; spec: string }>;
-  insertIndexDefinition: Statement<[string, string, string]>;
-  bumpVersion: Statement<[string]>;
-  versions: Statement<[string], { collection: string; version: number }>;
-}
 
 function prepareStatements(db: Database.Database): Statements {
   return {
@@ -53,12 +37,12 @@ function prepareStatements(db: Database.Database): Statements {
 }
 
 /** The embedded backend: one SQLite file shared by the primary, every worker and other servers on the host. */
-export class EmbeddedStore implements Store {
+export class EmbeddedStore implements Store, EmbeddedBackend {
   readonly backend = 'embedded' as const;
   readonly statements: Statements;
   private readonly collections = new Map<string, EmbeddedCollection<Document>>();
   private readonly indexCache = new Map<string, { specs: IndexSpec[]; loadedAt: number }>();
-  private readonly listeners = new Set<ChangeListener>();
+  private readonly listeners = new ChangeListeners();
   private closed = false;
 
   private constructor(
@@ -91,8 +75,7 @@ export class EmbeddedStore implements Store {
   }
 
   onChange(listener: ChangeListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.listeners.add(listener);
   }
 
   /** Index definitions for reads: cached briefly, since a missing one only costs a scan. */
@@ -123,30 +106,43 @@ export class EmbeddedStore implements Store {
   /**
    * Runs `operation` in a `BEGIN IMMEDIATE` transaction: the write lock is taken before anything is read, so a
    * read-modify-write (`$inc`, `$push`, unique checks) never races another process and never has to upgrade a
-   * read lock (which SQLite can only refuse with SQLITE_BUSY). `changed` reports the collection to listeners.
+   * read lock (which SQLite can only refuse with SQLITE_BUSY). Every write attempt bumps the collection's counter
+   * (SPEC 7.1, the store contract): in the same transaction when it commits, in one of its own when it fails,
+   * so caches in every process drop what they hold whatever the outcome. `counts: false` (index creation)
+   * leaves the counter alone.
    */
-  async write<T>(collection: string, operation: () => { result: T; changed: boolean }): Promise<T> {
+  async write<T>(collection: string, operation: () => { result: T; counts: boolean }): Promise<T> {
     this.assertOpen();
-    const { result, changed } = await withBusyRetry(() =>
-      this.db
-        .transaction(() => {
-          const outcome = operation();
-          if (outcome.changed) this.statements.bumpVersion.run(collection);
-          return outcome;
-        })
-        .immediate(),
-    );
-    if (changed) {
-      for (const listener of this.listeners) {
-        try {
-          listener(collection);
-        } catch {
-          // A listener's failure is its own; the write has committed.
-        }
-      }
+    let outcome: { result: T; counts: boolean };
+    try {
+      outcome = await withBusyRetry(() =>
+        this.db
+          .transaction(() => {
+            const attempt = operation();
+            if (attempt.counts) this.statements.bumpVersion.run(collection);
+            return attempt;
+          })
+          .immediate(),
+      );
+    } catch (error) {
+      await this.bumpAfterFailure(collection);
+      throw error;
     }
-    return result;
+    if (outcome.counts) this.listeners.notify(collection);
+    return outcome.result;
   }
+
+  /** A failed write rolled back; bumping anyway keeps one rule for both backends. Best effort: the write failed. */
+  private async bumpAfterFailure(collection: string): Promise<void> {
+    if (this.closed) return;
+    try {
+      await withBusyRetry(() => this.statements.bumpVersion.run(collection));
+      this.listeners.notify(collection);
+    } catch {
+      // The caller hears about the write's own failure.
+    }
+  }
+
 
   async close(): Promise<void> {
     if (this.closed) return;

@@ -1,47 +1,72 @@
-import { MongoClient, type Db, type Document as DriverDocument } from 'mongodb';
-import { StoreError } from '../errors.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MongoClient, type ClientSession, type Db, type Document as DriverDocument } from 'mongodb';
+import { StoreError, StoreUnavailableError } from '../errors.js';
+import { ChangeListeners } from '../change-listeners.js';
 import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, OrganizationScope, Store } from '../types.js';
 import { MongoCollection } from './collection.js';
 import { redactCredentials, toStoreError } from './errors.js';
+import { assertSupportedServer, clientOptions, databaseName, DEFAULT_MONGO_SETTINGS, type MongoSettings } from './settings.js';
 
 /** Per-collection write counters, the MongoDB twin of the embedded `collection_versions` table. */
-const VERSIONS_COLLECTION = 'fleetplane_collection_versions';
+export const VERSIONS_COLLECTION = 'fleetplane_collection_versions';
 
-export interface MongoStoreOptions {
-  url: string;
-  database: string;
-  /** How long to look for a reachable server before giving up (default: the connection string's, else the driver's). */
-  serverSelectionTimeoutMs?: number;
+type Counter = { _id: string; version: number };
+const NAMESPACE_EXISTS = 48;
+
+/** What the store needs of a connected client; tests hand in a fake `Db`. */
+export interface MongoConnection {
+  readonly db: Db;
+  startSession(): ClientSession;
+  close(): Promise<void>;
 }
 
-/** The MongoDB backend (official driver), used when `mongodb.url` is configured. */
+/**
+ * The MongoDB backend (official driver), used when `mongodb.url` is configured. Every write runs in a
+ * transaction that first bumps its collection's counter: the counter and the data commit together (SPEC 7.1),
+ * and two writes to one collection conflict on the counter, so they are serialized as on the embedded store —
+ * which makes read-modify-write steps (the size check after an update, an upsert's "nothing matched") safe
+ * under concurrency. A write that fails for any reason bumps the counter once more on its own: if its outcome
+ * is unknown (an unacknowledged commit), caches must not keep what they hold.
+ */
 export class MongoStore implements Store {
   readonly backend = 'mongodb' as const;
   private readonly collections = new Map<string, MongoCollection<Document>>();
-  private readonly listeners = new Set<ChangeListener>();
+  private readonly listeners = new ChangeListeners();
+  private readonly counters = new Set<string>();
 
-  private constructor(
-    private readonly client: MongoClient,
-    private readonly db: Db,
+  constructor(
+    private readonly connection: MongoConnection,
+    private readonly settings: Pick<MongoSettings, 'operationTimeoutMs'> = DEFAULT_MONGO_SETTINGS,
   ) {}
 
-  static async connect(options: MongoStoreOptions): Promise<MongoStore> {
+  /** Connects, then checks the server's version and topology (see `assertSupportedServer`). */
+  static async connect(settings: Pick<MongoSettings, 'url' | 'database'> & Partial<MongoSettings>): Promise<MongoStore> {
+    const resolved: MongoSettings = { ...DEFAULT_MONGO_SETTINGS, ...settings };
     let client: MongoClient;
     try {
-      const timeout = options.serverSelectionTimeoutMs === undefined ? {} : { serverSelectionTimeoutMS: options.serverSelectionTimeoutMs };
-      client = new MongoClient(options.url, { ignoreUndefined: true, appName: 'fleetplane', ...timeout });
+      client = new MongoClient(resolved.url, clientOptions(resolved));
       await client.connect();
     } catch (error) {
-      throw new StoreError(`cannot connect to MongoDB: ${redactCredentials((error as Error).message)}`, 'store_unavailable', { cause: error });
+      const message = `cannot connect to MongoDB: ${redactCredentials((error as Error).message)}`;
+      // Unreachable is worth retrying; a bad connection string or refused credentials are not.
+      if (toStoreError('connection', error) instanceof StoreUnavailableError) throw new StoreUnavailableError(message, { cause: error });
+      throw new StoreError(message, 'store_misconfigured', { cause: error });
     }
-    return new MongoStore(client, client.db(options.database));
+    const db = client.db(databaseName(resolved));
+    try {
+      await assertSupportedServer(db);
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      throw toStoreError(db.databaseName, error);
+    }
+    return new MongoStore({ db, startSession: () => client.startSession(), close: () => client.close() }, resolved);
   }
 
   collection<T extends Document = Document>(name: string): Collection<T> {
     let collection = this.collections.get(name);
     if (!collection) {
-      collection = new MongoCollection(name, this.db.collection<DriverDocument & { _id: string }>(name), (changed) => this.bump(changed));
+      collection = new MongoCollection(name, this.connection.db.collection<DriverDocument & { _id: string }>(name), this, this.settings.operationTimeoutMs);
       this.collections.set(name, collection);
     }
     return collection as unknown as Collection<T>;
@@ -53,11 +78,7 @@ export class MongoStore implements Store {
 
   async changeToken(collections: readonly string[]): Promise<string> {
     try {
-      const rows = await this.db
-        .collection<{ _id: string; version: number }>(VERSIONS_COLLECTION)
-        .find({ _id: { $in: [...collections] } })
-        .sort({ _id: 1 })
-        .toArray();
+      const rows = await this.versions().find({ _id: { $in: [...collections] } }, { sort: { _id: 1 }, maxTimeMS: this.settings.operationTimeoutMs }).toArray();
       return rows.map((row) => `${row._id}:${row.version}`).join(',');
     } catch (error) {
       throw toStoreError(VERSIONS_COLLECTION, error);
@@ -65,35 +86,85 @@ export class MongoStore implements Store {
   }
 
   onChange(listener: ChangeListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.listeners.add(listener);
   }
 
   async close(): Promise<void> {
-    await this.client.close();
+    await this.connection.close();
   }
 
   /**
-   * Counts a write after it happened; readers of `changeToken` may see the write a moment before the count, never
-   * the count before the write, which is the order a cache needs.
+   * Runs `operation` in a transaction that bumps `collection`'s counter first; retried (a write conflict, a
+   * primary stepping down) until `operationTimeoutMs` has passed. Any failure bumps the counter again, best effort.
    */
-  private async bump(collection: string): Promise<void> {
-    const versions = this.db.collection<{ _id: string; version: number }>(VERSIONS_COLLECTION);
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        await versions.updateOne({ _id: collection }, { $inc: { version: 1 } }, { upsert: true });
-        break;
-      } catch (error) {
-        // Two first writers upserting the same counter: one loses with a duplicate key and simply retries.
-        if ((error as { code?: number }).code !== 11000 || attempt >= 2) throw toStoreError(VERSIONS_COLLECTION, error);
-      }
+  async write<T>(collection: string, operation: (session: ClientSession) => Promise<T>): Promise<T> {
+    try {
+      await this.ensureCounter(collection);
+      const result = await this.inTransaction(collection, operation);
+      this.listeners.notify(collection);
+      return result;
+    } catch (error) {
+      await this.bumpAfterFailure(collection);
+      throw toStoreError(collection, error);
     }
-    for (const listener of this.listeners) {
-      try {
-        listener(collection);
-      } catch {
-        // A listener's failure is its own; the write has happened.
+  }
+
+  private async inTransaction<T>(collection: string, operation: (session: ClientSession) => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.settings.operationTimeoutMs;
+    const session = this.connection.startSession();
+    try {
+      for (let attempt = 0; ; attempt += 1) {
+        session.startTransaction({ readPreference: 'primary', readConcern: { level: 'snapshot' }, writeConcern: { w: 'majority' }, maxCommitTimeMS: this.settings.operationTimeoutMs });
+        try {
+          await this.versions().updateOne({ _id: collection }, { $inc: { version: 1 } }, { session });
+          const result = await operation(session);
+          await session.commitTransaction();
+          return result;
+        } catch (error) {
+          if (session.inTransaction()) await session.abortTransaction().catch(() => undefined);
+          const transient = (error as { hasErrorLabel?: (label: string) => boolean }).hasErrorLabel?.('TransientTransactionError') === true;
+          if (!transient || Date.now() >= deadline) throw error;
+          // Another writer of the same collection holds its counter: back off briefly, with jitter.
+          await sleep(Math.min(100, 2 ** attempt) + Math.random() * 10);
+        }
       }
+    } finally {
+      await session.endSession().catch(() => undefined);
     }
+  }
+
+  /**
+   * The collection and its counter exist before any transaction uses them: concurrent first writers then
+   * conflict instead of colliding, and no transaction has to create a collection (which a sharded cluster
+   * refuses when another shard takes part in it).
+   */
+  private async ensureCounter(collection: string): Promise<void> {
+    if (this.counters.has(collection)) return;
+    try {
+      await this.connection.db.createCollection(collection);
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== NAMESPACE_EXISTS) throw error;
+    }
+    try {
+      await this.versions().updateOne({ _id: collection }, { $setOnInsert: { version: 0 } }, { upsert: true });
+    } catch (error) {
+      // Two processes creating the same counter at once: the loser finds it created.
+      if ((error as { code?: unknown }).code !== 11000) throw error;
+    }
+    this.counters.add(collection);
+  }
+
+  private async bumpAfterFailure(collection: string): Promise<void> {
+    try {
+      await this.versions().updateOne({ _id: collection }, { $inc: { version: 1 } }, { upsert: true });
+      this.listeners.notify(collection);
+    } catch {
+      // The store is most likely down; caches fall back on their maximum age. The caller hears the write's error.
+    }
+  }
+
+
+  private versions() {
+    return this.connection.db.collection<Counter>(VERSIONS_COLLECTION);
   }
 }

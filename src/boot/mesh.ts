@@ -1,11 +1,16 @@
 import { hostname } from 'node:os';
-import type { Server } from '../server.js';
+import type { ServerIdentity } from '../server.js';
+import type { Store } from '../db/types.js';
+import type { Authorizer } from '../auth/authorize.js';
+import type { ServerEmitter } from '../runtime/events.js';
 import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
 import type { IpcRouter } from '../ipc/router.js';
-import { Mesh, type MeshApi, type MeshMessage } from './mesh.js';
-import { SERVERS, runningPeers } from './inventory.js';
-import { meshSettings, meshUrl, publicUrl } from './settings.js';
+import type { ServerState } from '../state/state.js';
+import type { OrganizationPresence } from '../state/organizations.js';
+import { Mesh, type MeshApi, type MeshMessage } from '../mesh/mesh.js';
+import { SERVERS, runningPeers } from '../mesh/inventory.js';
+import { meshSettings, meshUrl, publicUrl } from '../mesh/settings.js';
 
 /**
  * SPEC 6.3, the close contract: 1000 ("do not retry") only for an explicit node shutdown; a restart, a reboot
@@ -28,63 +33,74 @@ export interface PrimaryMesh {
  * organization changes are advertised, `state.save` writes the `master` inventory section it announces,
  * and shutdown closes every link with 1000 (or 1012 for a restart) once the workers are gone.
  */
-export async function attachPrimaryMesh(server: Server, primary: PrimaryRuntime, router: IpcRouter): Promise<PrimaryMesh> {
-  const { config, log } = server;
+export interface PrimaryMeshDeps {
+  identity: ServerIdentity;
+  events: ServerEmitter;
+  primary: PrimaryRuntime;
+  router: IpcRouter;
+  db: Store;
+  authorize: Authorizer;
+  state: ServerState;
+  organizations: OrganizationPresence;
+}
+
+export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMesh> {
+  const { identity, events, primary, router, db, authorize, state, organizations } = deps;
+  const { config, log } = identity;
   const settings = meshSettings(config);
   const cluster = config.server.cluster;
   const startedAt = new Date().toISOString();
   const meshLog = log.child({ component: 'mesh' });
   const mesh = new Mesh({
-    serverId: server.id,
+    serverId: identity.id,
     cluster,
     config: config.mesh,
     settings,
     log: meshLog,
     route: (envelope, options) => router.route(envelope, options),
-    organizations: () => server.organizations.active(),
+    organizations: () => organizations.active(),
     publicUrl: () => publicUrl(config, primary.ports),
-    discover: async () => runningPeers(server.db, server.id, cluster, await server.authorize?.directory.platformOrganization()),
-    inventoryToken: () => server.db.changeToken([SERVERS]),
+    discover: async () => runningPeers(db, identity.id, cluster, await authorize.directory.platformOrganization()),
+    inventoryToken: () => db.changeToken([SERVERS]),
   });
   router.forwarder = mesh;
-  server.mesh = mesh;
-  server.on('organization.active', ({ organization_id }) => mesh.organizationActive(organization_id));
-  server.on('organization.inactive', ({ organization_id }) => mesh.organizationInactive(organization_id));
+  events.on('organization.active', ({ organization_id }) => mesh.organizationActive(organization_id));
+  events.on('organization.inactive', ({ organization_id }) => mesh.organizationInactive(organization_id));
   primary.handleWorkerRpc('primary.mesh.send', (params) => mesh.send(params as MeshMessage));
   primary.handleWorkerRpc('primary.mesh.peers', () => mesh.peers());
 
   let leaving = false;
   const port = await mesh.listen();
   if (port !== undefined) mesh.url = meshUrl(config, port, Boolean(settings.tls));
-  server.state.describeInventory(() => ({
+  state.describeInventory(() => ({
     // `stopping` covers the whole graceful shutdown: peers stop dialing a server that is leaving.
     status: leaving || primary.status === 'stopping' ? 'stopped' : 'running',
     pid: process.pid,
     hostname: hostname(),
     publicUrl: publicUrl(config, primary.ports),
     meshUrl: mesh.url ?? null,
-    workers: server.totalWorkers,
+    workers: primary.workerCount,
     startedAt,
     updatedAt: new Date().toISOString(),
   }));
 
-  server.onShutdown(async () => {
+  primary.onShutdown(async () => {
     leaving = true;
     mesh.beginShutdown();
     try {
-      await server.state.save();
+      await state.save();
     } catch (error) {
       meshLog.error({ err: error }, 'inventory record not marked stopped');
     }
   });
   // Last step of the shutdown (SPEC 1.5): links carried envelopes while workers drained.
-  server.on('shutdown:complete', ({ signal }) => mesh.close(meshCloseCode(signal)));
+  events.on('shutdown:complete', ({ signal }) => mesh.close(meshCloseCode(signal)));
 
   return {
     mesh,
     async join() {
       try {
-        await server.state.save();
+        await state.save();
       } catch (error) {
         meshLog.error({ err: error }, 'inventory record not written: peers will not discover this server');
       }

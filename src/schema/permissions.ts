@@ -1,3 +1,5 @@
+// The shape of permission maps: a leaf module (typebox only) below both the store's document schemas and
+// authorization, so the data layer validates key and organization documents without depending on auth.
 import { Type, type Static } from '@sinclair/typebox';
 
 /** Envelope methods are dotted names (`workflow.deploy`, `object.read`, `post`); `*` is the catch-all entry. */

@@ -1,0 +1,55 @@
+// The data and request bodies the envelope benchmarks share (bench/envelope.mjs, bench/envelope-profile.mjs):
+// one organization with an admin key, the `echo` workflow, the `echo` API provider pointing at a local upstream,
+// and an `items` collection with the row `object.read` fetches by id.
+import path from 'node:path';
+
+export const BODY_BYTES = 300;
+
+/** A JSON text of exactly BODY_BYTES bytes: `make(padding)` with the padding grown to fit. */
+export function sized(make) {
+  const empty = JSON.stringify(make(''));
+  const text = JSON.stringify(make('x'.repeat(BODY_BYTES - Buffer.byteLength(empty))));
+  if (Buffer.byteLength(text) !== BODY_BYTES) throw new Error(`body is ${Buffer.byteLength(text)} bytes, not ${BODY_BYTES}`);
+  return text;
+}
+
+/** Seeds `dataDir/fleetplane.db` (the embedded store) and returns what the requests need. */
+export async function seedEnvelopeData(dataDir, upstreamPort) {
+  const { EmbeddedStore } = await import('../../dist/src/db/embedded/store.js');
+  const { ensureStandardIndexes } = await import('../../dist/src/db/open.js');
+  const { createOrganization } = await import('../../dist/src/auth/organizations.js');
+  const { createKey } = await import('../../dist/src/auth/keys.js');
+  const dbFile = path.join(dataDir, 'fleetplane.db');
+  const store = await EmbeddedStore.open(dbFile);
+  await ensureStandardIndexes(store);
+  const organization = await createOrganization(store, { name: 'bench', hosts: ['127.0.0.1', 'localhost'] });
+  const { key } = await createKey(store, { organizationId: organization._id, name: 'bench', admin: true });
+  const scope = store.forOrganization(organization._id);
+  await scope.collection('workflows').insertOne({ name: 'echo', steps: [], output: '${input}' });
+  await scope.collection('apis').insertOne({ name: 'echo', baseUrl: `http://127.0.0.1:${upstreamPort}`, timeoutMs: 10_000, endpoints: { create: { method: 'post', path: '/items/{id}' } } });
+  // The row read by id: about BODY_BYTES of JSON once stored, among a few hundred others of the organization.
+  const items = scope.collection('items');
+  for (let index = 0; index < 300; index += 1) await items.insertOne({ name: `item-${index}`, text: 'x'.repeat(200) });
+  const { insertedId: itemId } = await items.insertOne({ name: 'bench', labels: ['a', 'b'], text: 'x'.repeat(180) });
+  await store.close();
+
+  const json = { 'content-type': 'application/json' };
+  return {
+    dbFile,
+    organizationId: organization._id,
+    itemId,
+    json,
+    withKey: { ...json, authorization: `Bearer ${key}` },
+    bodies: {
+      workflow: sized((pad) => ({ echo: [{ id: 'bench', text: pad }] })),
+      api: sized((pad) => ({ api: 'echo', endpoint: 'create', method: 'post', data: { id: 'bench', text: pad } })),
+      crud: JSON.stringify({ method: 'object.read', collection: 'items', filter: { _id: itemId } }),
+    },
+    /** Whether a 200 reply of each route is the answer it should be. */
+    answers: {
+      workflow: (reply) => reply.echo?.[0]?.id === 'bench',
+      api: (reply) => reply.status === 201 && reply.data?.id === 'bench',
+      crud: (reply) => reply.documents?.length === 1 && reply.documents[0]._id === itemId && reply.documents[0].name === 'bench',
+    },
+  };
+}

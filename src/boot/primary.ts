@@ -1,0 +1,96 @@
+import { mkdirSync, unlinkSync } from 'node:fs';
+import { controlSocketPath, listenControlSocket } from '../control/socket.js';
+import { loadConfig, type LoadedConfig } from '../config/load.js';
+import type { FleetplaneConfig } from '../config/schema.js';
+import { resolveWorkerCount } from '../config/sizing.js';
+import { createLogger } from '../logging/logger.js';
+import { serverEvents, type ServerEmitter } from '../runtime/events.js';
+import { PrimaryRuntime } from '../runtime/primary.js';
+import { WorkerRuntime } from '../runtime/worker.js';
+import { PrimaryHost } from '../runtime/host.js';
+import { resolveServerId } from '../runtime/identity.js';
+import { PrimaryChannels, type WorkerEndpoint } from '../runtime/channels.js';
+import { StorageAuthority } from '../storage/index.js';
+import { openAutomation } from '../workflows/automation.js';
+import { Server, type ServerIdentity } from '../server.js';
+import { openKeyring, openServerData } from './data.js';
+import { primaryIpc } from './ipc.js';
+import { openPrimaryMesh } from './mesh.js';
+import type { InitOptions, PrimaryRoutes } from './options.js';
+
+/**
+ * The primary's boot, in order: config, identity and log; the keys that seal secrets (before anything is
+ * bound); the store and the authorizer; the runtime (fleet or in-process worker); storage, IPC, state and
+ * automation; the mesh; the server object over them; plugins; then the ports, the workers and the mesh join.
+ */
+export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | undefined, options: InitOptions, env: NodeJS.ProcessEnv): Promise<Server> {
+  const loaded = config && 'config' in config && 'warnings' in config ? (config as LoadedConfig) : loadConfig({ object: config, flags: options.flags, env, cwd: options.cwd });
+  const resolved = loaded.config;
+  const decision = resolveWorkerCount(resolved.workers.count, env);
+  const serverId = resolveServerId(resolved.server.id, resolved.dataDir);
+  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: 0 }, destination: options.logDestination });
+  for (const warning of [...loaded.warnings, ...(decision.warning ? [decision.warning] : [])]) log.warn(warning);
+  const identity: ServerIdentity = { id: serverId, workerId: 0, config: resolved, log };
+
+  const secrets = openKeyring(resolved, env);
+  const events = serverEvents(log);
+  // After a rolling restart or a recycle, this line is how an operator tells which pids serve.
+  events.on('worker:ready', ({ workerId, pid }) => log.info({ targetWorker: workerId, pid }, 'worker ready'));
+  const data = await openServerData(resolved, log, secrets, { sealAtStart: true });
+
+  const channels = new PrimaryChannels();
+  const local = decision.count === 0 ? inProcessWorker(identity, events, channels) : undefined;
+  const primary = new PrimaryRuntime({ config: resolved, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
+  const host = new PrimaryHost(primary, local);
+  const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
+  const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage }, primary, channels, local);
+  const automation = openAutomation({ db: data.db, log, secrets, request: (envelope, request) => ipc.envelopes.request(envelope, request?.timeoutMs), on: (event, listener) => events.on(event, listener), authorize: data.authorize });
+  const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh });
+  for (const plugin of options.plugins ?? []) server.use(plugin);
+
+  const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;
+  mkdirSync(resolved.dataDir, { recursive: true, mode: 0o700 });
+  const control = await listenControlSocket(resolved.dataDir, log, (envelope, timeoutMs) => server.request(envelope, { timeoutMs }));
+  const removeSocket = () => {
+    control.close();
+    try {
+      unlinkSync(controlSocketPath(resolved.dataDir));
+    } catch {
+      // already gone
+    }
+  };
+  process.once('exit', removeSocket);
+  primary.onShutdown(removeSocket);
+  // Plugins uninstall once the workers are gone, while the store is still open.
+  primary.onStopped(() => server.uninstallPlugins());
+  // Last, when no worker is left: the embedded store's final close folds its WAL back into the file.
+  primary.onStopped(() => data.db.close());
+  if (options.handleSignals ?? true) primary.installSignalHandlers();
+  try {
+    // Before the ports are bound and the first worker is forked: plugins may shape the fleet.
+    await server.installPlugins();
+    await primary.start({ app: () => options.app(server), fallbackRoutes, peerUrl: () => mesh.mesh.peerUrl() });
+  } catch (error) {
+    removeSocket();
+    mesh.abort();
+    await server.uninstallPlugins();
+    throw error;
+  }
+  await mesh.join();
+  log.info({ ports: primary.ports, workers: primary.workerCount, plugins: server.pluginNames, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
+  return server;
+}
+
+/**
+ * Single-process mode: the primary serves the app itself. Its worker runtime talks to the primary's channels
+ * through a loopback that keeps the asynchronous, ordered delivery of a real IPC channel.
+ */
+function inProcessWorker(identity: ServerIdentity, events: ServerEmitter, channels: PrimaryChannels): WorkerRuntime {
+  const endpoint: WorkerEndpoint = { workerId: 0, pid: process.pid, connected: true, post: (message) => queueMicrotask(() => runtime.receive(message)) };
+  const runtime = new WorkerRuntime(identity.config, 0, identity.log, events, (message) => {
+    if (message.fp === 'ch') queueMicrotask(() => channels.receive(endpoint, message));
+  });
+  channels.connected(endpoint);
+  return runtime;
+}

@@ -1,0 +1,64 @@
+import type { ResolvedConfig } from '../config/schema.js';
+import { createLogger } from '../logging/logger.js';
+import { serverEvents } from '../runtime/events.js';
+import { WorkerRuntime } from '../runtime/worker.js';
+import { WorkerHost } from '../runtime/host.js';
+import { StorageReplica } from '../storage/index.js';
+import { openAutomation } from '../workflows/automation.js';
+import { Server, type ServerIdentity } from '../server.js';
+import { openKeyring, openServerData } from './data.js';
+import { workerIpc } from './ipc.js';
+import { workerMesh } from './mesh.js';
+import { INTERNAL_ENV, type InitOptions } from './options.js';
+import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from '../runtime/messages.js';
+
+/**
+ * A worker's boot: the resolved config, identity and total from the primary; the same keys and store; the
+ * runtime; storage replica, IPC client, state and automation; the server object; then the app it serves.
+ */
+export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise<Server> {
+  const resolved = await configFromPrimary();
+  const workerId = Number(env[INTERNAL_ENV.worker]);
+  const serverId = env[INTERNAL_ENV.serverId]!;
+  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
+  const identity: ServerIdentity = { id: serverId, workerId, config: resolved, log };
+  // The same environment and key file as the primary's: the key itself never travels in the config.
+  const secrets = openKeyring(resolved, env);
+  const data = await openServerData(resolved, log, secrets, { sealAtStart: false });
+  const events = serverEvents(log);
+  const runtime = new WorkerRuntime(resolved, workerId, log, events);
+  const host = new WorkerHost(runtime, Number(env[INTERNAL_ENV.total]));
+  const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
+  const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage }, runtime);
+  const automation = openAutomation({ db: data.db, log, secrets, request: (envelope, request) => ipc.envelopes.request(envelope, request?.timeoutMs), on: (event, listener) => events.on(event, listener), authorize: data.authorize });
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime) });
+  runtime.onStopped(() => data.db.close());
+  await runtime.bind();
+  runtime.attach(await options.app(server));
+  return server;
+}
+
+/**
+ * The resolved config, asked of the primary over IPC as the worker's first message. It is never put in the
+ * worker's environment, which other processes of the same user can read (`/proc/<pid>/environ`).
+ */
+function configFromPrimary(): Promise<ResolvedConfig> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (message: unknown) => {
+      if (!isInternalMessage(message) || message.fp !== 'boot') return;
+      done();
+      resolve((message as Extract<PrimaryToWorker, { fp: 'boot' }>).config);
+    };
+    const onDisconnect = () => {
+      done();
+      reject(new Error('the primary went away before sending the config'));
+    };
+    const done = () => {
+      process.off('message', onMessage);
+      process.off('disconnect', onDisconnect);
+    };
+    process.on('message', onMessage);
+    process.once('disconnect', onDisconnect);
+    process.send!({ fp: 'boot' } satisfies WorkerToPrimary);
+  });
+}

@@ -1,0 +1,57 @@
+import { assertSafeEnv } from '../../config/guards.js';
+import { sleep, type Clock } from '../clock.js';
+import type { RecycleReason } from '../events.js';
+import type { FleetEvents, WorkerRecord } from './worker-record.js';
+
+export interface RestartWorkersOptions {
+  env?: Record<string, string>;
+  filter?: (workerId: number) => boolean;
+  staggerMs?: number;
+  reason?: string;
+}
+
+export interface RollingRestartDeps {
+  clock: Clock;
+  events: FleetEvents;
+  records: readonly WorkerRecord[];
+  isStopping(): boolean;
+  /** Merges variables into the environment of every worker forked from now on. */
+  patchEnv(env: Record<string, string>): void;
+  /** Quarantined slots and a tripped breaker get a fresh start. */
+  freshStart(): void;
+  recycle(record: WorkerRecord, reason: RecycleReason): Promise<void>;
+}
+
+/** Replaces the selected workers one after the other, each replacement first; one roll at a time. */
+export class RollingRestart {
+  private inProgress: Promise<void> | undefined;
+
+  constructor(private readonly deps: RollingRestartDeps) {}
+
+  /** A roll asked for while one runs joins it. */
+  restartWorkers(options: RestartWorkersOptions = {}): Promise<void> {
+    if (this.inProgress) return this.inProgress;
+    if (options.env) assertSafeEnv(options.env, 'env');
+    this.inProgress = this.roll(options).finally(() => {
+      this.inProgress = undefined;
+    });
+    return this.inProgress;
+  }
+
+  private async roll(options: RestartWorkersOptions): Promise<void> {
+    const { clock, events } = this.deps;
+    const reason = options.reason ?? 'restart';
+    const started = clock.now();
+    if (options.env) this.deps.patchEnv(options.env);
+    const selected = this.deps.records.filter((record) => !record.retiring && !record.replacing && (options.filter?.(record.slot) ?? true));
+    const slots = selected.map((record) => record.slot);
+    events.emitSafe('restart:start', { workers: slots, reason });
+    this.deps.freshStart();
+    for (const [index, record] of selected.entries()) {
+      if (this.deps.isStopping()) break;
+      if (index > 0 && options.staggerMs) await sleep(clock, options.staggerMs);
+      await this.deps.recycle(record, 'restart');
+    }
+    events.emitSafe('restart:complete', { workers: slots, reason, durationMs: clock.now() - started });
+  }
+}

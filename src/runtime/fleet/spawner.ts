@@ -1,0 +1,102 @@
+import type { Logger } from '../../logging/logger.js';
+import type { ResolvedConfig } from '../../config/schema.js';
+import type { Clock } from '../clock.js';
+import { isInternalMessage, type WorkerToPrimary } from '../messages.js';
+import { RpcChannel } from '../rpc.js';
+import type { PrimaryChannels } from '../channels.js';
+import type { ForkPort } from './ports.js';
+import type { FleetEvents, WorkerRecord } from './worker-record.js';
+
+export interface SpawnerDeps {
+  config: ResolvedConfig;
+  serverId: string;
+  fork: ForkPort;
+  clock: Clock;
+  log: Logger;
+  events: FleetEvents;
+  channels: Pick<PrimaryChannels, 'connected'>;
+  /** Workers in the fleet, as each worker is told at boot. */
+  target(): number;
+  /** The primary's handlers for calls workers make (metrics aggregation...). */
+  configureRpc(rpc: RpcChannel, record: WorkerRecord): void;
+  /** An internal message from the worker (`ready` arrives after the record's `ready` promise settled true). */
+  receive(record: WorkerRecord, message: WorkerToPrimary): void;
+  /** The worker process is gone; its `ready` settled false if it never was, `exited` settles right after. */
+  exited(record: WorkerRecord, code: number | null, signal: string | null): void;
+}
+
+/** Forks worker processes: their environment, their record, and a worker that never gets ready killed. */
+export class WorkerSpawner {
+  private envOverlay: Record<string, string> = {};
+
+  constructor(private readonly deps: SpawnerDeps) {}
+
+  /** Merges variables (already guarded) into the environment of every worker forked from now on. */
+  patchEnv(env: Record<string, string>): void {
+    this.envOverlay = { ...this.envOverlay, ...env };
+  }
+
+  /** Throws when the fork itself fails. */
+  spawn(slot: number): WorkerRecord {
+    const { config, clock, log } = this.deps;
+    const worker = this.deps.fork.forkWorker({
+      ...config.workers.env,
+      ...this.envOverlay,
+      FLEETPLANE_INTERNAL_WORKER: String(slot),
+      FLEETPLANE_INTERNAL_TOTAL_WORKERS: String(this.deps.target()),
+      FLEETPLANE_INTERNAL_SERVER_ID: this.deps.serverId,
+    });
+    const now = clock.now();
+    let markReady: (ready: boolean) => void = () => {};
+    let markExited: () => void = () => {};
+    const record: WorkerRecord = {
+      slot,
+      pid: worker.pid,
+      worker,
+      status: 'starting',
+      forkedAt: now,
+      lastBeatAt: now,
+      beats: { laggyBeats: 0 },
+      acked: false,
+      handOffs: new Map(),
+      ready: new Promise((resolve) => (markReady = resolve)),
+      exited: new Promise((resolve) => (markExited = resolve)),
+      rpc: new RpcChannel((message) => worker.send(message)),
+      endpoint: {
+        workerId: slot,
+        pid: worker.pid,
+        get connected() {
+          return worker.isConnected();
+        },
+        post: (message) => worker.send(message),
+      },
+    };
+    this.deps.channels.connected(record.endpoint);
+    this.deps.configureRpc(record.rpc, record);
+    const cancelReadyTimeout = clock.setTimeout(() => {
+      if (record.readyAt === undefined && !record.retiring) {
+        log.error({ worker: slot, pid: record.pid }, 'worker not ready in time: killing it');
+        worker.kill('SIGKILL');
+      }
+    }, config.workers.readyTimeoutMs);
+    worker.onOnline(() => this.deps.events.emitSafe('worker:online', { workerId: slot, pid: record.pid }));
+    worker.onMessage((message) => {
+      if (!isInternalMessage(message)) return;
+      // The config travels over IPC: a worker's environment is readable by the user's other processes.
+      if (message.fp === 'boot') return worker.send({ fp: 'boot', config });
+      if (message.fp === 'ready') {
+        cancelReadyTimeout();
+        markReady(true);
+      }
+      this.deps.receive(record, message as WorkerToPrimary);
+    });
+    worker.onError((error) => log.warn({ err: error, worker: slot }, 'worker channel error'));
+    worker.onExit((code, signal) => {
+      cancelReadyTimeout();
+      markReady(false);
+      this.deps.exited(record, code, signal);
+      markExited();
+    });
+    return record;
+  }
+}

@@ -1,0 +1,163 @@
+import t from 'tap';
+import { CHANNELS_READY } from '../../../src/runtime/channels.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { Fleet } from '../../../src/runtime/fleet/fleet.js';
+import { PrimaryChannels } from '../../../src/runtime/channels.js';
+import { SafeEmitter, type ServerEventName } from '../../../src/runtime/events.js';
+import { PrimaryMetrics } from '../../../src/runtime/metrics.js';
+import { FakeClock, settle } from '../../helpers/fake-clock.js';
+import { FakeForkPort, fakeConnection } from '../../helpers/fake-workers.js';
+import { silentLog } from '../../helpers/fleet-fakes.js';
+
+function setup(object: Record<string, unknown> = {}) {
+  const { config } = loadConfig({ object: { workers: 2, restart: { backoffMs: 100, crashThreshold: 3 }, ...object }, env: {} });
+  const clock = new FakeClock();
+  const port = new FakeForkPort();
+  const channels = new PrimaryChannels();
+  const events = new SafeEmitter(() => {});
+  const seen: ServerEventName[] = [];
+  for (const name of ['worker:ready', 'worker:crash', 'worker:restart', 'worker:recycle', 'worker:exit', 'circuit-breaker:tripped'] as const) events.on(name, () => seen.push(name));
+  const exitCodes: number[] = [];
+  const unrecoverable: string[] = [];
+  let ready = true;
+  const fleet = new Fleet({
+    config,
+    serverId: 'fleet-test',
+    target: config.workers.count as number,
+    log: silentLog,
+    events,
+    clock,
+    metrics: new PrimaryMetrics(),
+    forkWorker: port,
+    exitCode: { setExitCode: (code) => exitCodes.push(code) },
+    channels,
+    configureRpc: () => {},
+    onUnrecoverable: (reason) => unrecoverable.push(reason),
+    fleetReady: () => ready,
+    onReadinessChange: () => {},
+  });
+  return { config, clock, port, channels, fleet, seen, exitCodes, unrecoverable, setFleetReady: (value: boolean) => (ready = value) };
+}
+
+t.test('start forks one worker per slot through the fork port, with the internal environment', async (t) => {
+  const { port, fleet, channels } = setup({ workers: { count: 3, env: { GREETING: 'hi' } } });
+  fleet.patchEnv({ EXTRA: '1' });
+  fleet.start();
+  t.same(
+    port.workers.map(({ env }) => [env.FLEETPLANE_INTERNAL_WORKER, env.FLEETPLANE_INTERNAL_TOTAL_WORKERS, env.FLEETPLANE_INTERNAL_SERVER_ID, env.GREETING, env.EXTRA]),
+    [
+      ['1', '3', 'fleet-test', 'hi', '1'],
+      ['2', '3', 'fleet-test', 'hi', '1'],
+      ['3', '3', 'fleet-test', 'hi', '1'],
+    ],
+  );
+  t.notOk('FLEETPLANE_INTERNAL_CONFIG' in port.workers[0]!.env, 'the config is not in the environment');
+  port.workers[0]!.say({ fp: 'boot' });
+  const [boot] = port.workers[0]!.sentOf('boot');
+  t.equal(boot?.config.workers.count, 3, 'a worker asking for its config gets it over IPC');
+  t.equal(channels.endpoints().length, 0, 'no channel endpoint before a worker reports its listener installed');
+  for (const worker of port.workers) worker.say({ fp: 'ch', channel: CHANNELS_READY, payload: null });
+  t.equal(channels.endpoints().length, 3, 'each forked worker is a channel endpoint once listening');
+  t.equal(fleet.active, 0, 'none ready yet');
+  t.throws(() => fleet.resize(4), /cannot change once the workers were forked/);
+});
+
+t.test('workers become active on ready; connections go to them round-robin', async (t) => {
+  const { port, fleet, seen } = setup();
+  fleet.start();
+  t.equal(fleet.pickForConnection(), undefined, 'none ready: fallback');
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  t.equal(fleet.active, 2);
+  t.same(seen, ['worker:ready', 'worker:ready']);
+  t.same([fleet.pickForConnection()?.pid, fleet.pickForConnection()?.pid, fleet.pickForConnection()?.pid], [1_000, 1_001, 1_000]);
+});
+
+t.test('a worker ready while the fleet is not ready is told so at once', async (t) => {
+  const { port, fleet, setFleetReady } = setup();
+  setFleetReady(false);
+  fleet.start();
+  port.workers[0]!.say({ fp: 'ready' });
+  t.same(port.workers[0]!.sentOf('fleet'), [{ fp: 'fleet', ready: false }]);
+});
+
+t.test('a connection still queued for a worker that dies is handed to another one', async (t) => {
+  const { port, fleet } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  const first = fleet.pickForConnection()!;
+  const served: number[] = [];
+  const hand = () => {
+    const record = fleet.pickForConnection()!;
+    fleet.handOff(record, connection, false, () => hand());
+    served.push(record.pid);
+  };
+  const connection = fakeConnection();
+  fleet.handOff(first, connection, false, hand);
+  port.workers.find((worker) => worker.pid === first.pid)!.exit(1);
+  t.same(served, [1_001], 'the survivor gets it');
+  port.workers[1]!.connections[0]!.written(null);
+  t.equal(connection.closed, true);
+});
+
+t.test('a crashed worker is forked again after the backoff and the fleet is whole again', async (t) => {
+  const { clock, port, fleet, seen, exitCodes } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  port.workers[0]!.exit(1);
+  t.equal(fleet.active, 1);
+  clock.advance(100);
+  t.equal(port.workers.length, 3);
+  t.equal(port.workers[2]!.env.FLEETPLANE_INTERNAL_WORKER, '1');
+  port.workers[2]!.say({ fp: 'ready' });
+  t.equal(fleet.active, 2);
+  t.same(seen.filter((name) => name !== 'worker:ready'), ['worker:exit', 'worker:crash', 'worker:restart']);
+  t.same(exitCodes, []);
+});
+
+t.test('a crash loop empties the fleet: exit code 1 and the primary is told nothing will come back', async (t) => {
+  const { clock, port, fleet, seen, exitCodes, unrecoverable } = setup({ workers: 1 });
+  fleet.start();
+  for (let crash = 0; crash < 3; crash++) {
+    port.alive[0]!.exit(1);
+    clock.advance(1_000);
+  }
+  t.ok(fleet.breakerTripped);
+  t.ok(seen.includes('circuit-breaker:tripped'));
+  t.equal(exitCodes.at(-1), 1);
+  t.same(unrecoverable, ['circuit breaker tripped']);
+  t.equal(port.alive.length, 0);
+  t.equal(fleet.fleetHealth().breaker.tripped, true);
+});
+
+t.test('a heartbeat over maxRssMb recycles the worker, replacement first', async (t) => {
+  const { port, fleet, seen } = setup({ workers: { count: 1, maxRssMb: 100 } });
+  fleet.start();
+  const [old] = port.workers;
+  old!.say({ fp: 'ready' });
+  old!.say({ fp: 'health', rss: 200 * 1024 * 1024, heapUsed: 0, lagMs: 0 });
+  t.ok(seen.includes('worker:recycle'));
+  t.equal(port.workers.length, 2, 'the replacement is forked');
+  t.equal(fleet.active, 1, 'the old worker still serves');
+  port.workers[1]!.say({ fp: 'ready' });
+  await settle();
+  t.same(old!.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'rss' }]);
+  t.same(fleet.fleetHealth().workers.map(({ pid, retiring }) => [pid, retiring]), [[1_000, 'rss'], [1_001, null]]);
+});
+
+t.test('stop tells every worker not ready and retires them all, restarting none', async (t) => {
+  const { clock, port, fleet, unrecoverable } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  const stopped = fleet.stop();
+  for (const worker of port.workers) {
+    t.same(worker.sentOf('fleet'), [{ fp: 'fleet', ready: false }]);
+    t.same(worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'shutdown' }]);
+    worker.say({ fp: 'ack' });
+    worker.exit(0);
+  }
+  await stopped;
+  clock.advance(60_000);
+  t.equal(port.workers.length, 2, 'no restart');
+  t.equal(fleet.records.length, 0);
+  t.same(unrecoverable, []);
+});
