@@ -88,8 +88,9 @@ export class RoutingHooks {
       else deps.log.warn({ workflow: settings.workflow }, 'the routing workflow returned no remove request (api, endpoint, method); nothing will be withdrawn at shutdown');
     } catch (error) {
       const code = (error as { code?: unknown }).code;
-      const message = code === 'unknown_workflow' ? 'no routing workflow is defined; the node is not registered for routing' : 'the routing workflow failed; the node is not registered for routing';
-      deps.log.warn({ code, reason: (error as Error).message }, message);
+      // No workflow of that name is routing left unconfigured, not a failure: most servers have no edge to tell.
+      if (code === 'unknown_workflow') deps.log.info({ reason: (error as Error).message }, 'no routing workflow is defined; the node is not registered for routing');
+      else deps.log.warn({ code, reason: (error as Error).message }, 'the routing workflow failed; the node is not registered for routing');
     }
   }
 

@@ -18,6 +18,7 @@ t.test('a server clones at start, checkpoints at SIGTERM, and on restart reuses 
 
   const first = spawnLifecycleServer(t, config);
   await first.waitFor((event) => event.msg === 'repository cloned', 30_000);
+  t.same((await first.waitFor((event) => event.event === 'started', 30_000)).repositories, [checkout], 'server.repository lists the checkout');
   await first.waitFor((event) => event.event === 'worker:ready', 30_000);
   writeFileSync(path.join(checkout, 'page.html'), '<p>edited on the node</p>\n');
   first.signal('SIGTERM');

@@ -159,3 +159,13 @@ t.test('the remove request is found flat, in a list or under the workflow name, 
   t.equal(removeRequestOf({ remove: { ...REMOVE, data: 'ids' } }, 'w'), undefined);
   t.equal(removeRequestOf(null, 'w'), undefined);
 });
+
+t.test('no workflow of that name is routing left unconfigured: an info line, not a warning', async (t) => {
+  const { hooks, log, sent } = await setup(t, async () => {
+    throw Object.assign(new Error('no workflow "configure-cluster-routing"'), { code: 'unknown_workflow' });
+  });
+  await hooks.register(identity);
+  await hooks.withdraw('SIGTERM');
+  t.same(sent, []);
+  t.match(log.lines, [{ level: 'info', message: 'no routing workflow is defined; the node is not registered for routing' }]);
+});
