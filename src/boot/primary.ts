@@ -15,13 +15,15 @@ import { openAutomation } from '../workflows/automation.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
 import { primaryIpc } from './ipc.js';
+import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 
 /**
  * The primary's boot, in order: config, identity and log; the keys that seal secrets (before anything is
  * bound); the store and the authorizer; the runtime (fleet or in-process worker); storage, IPC, state and
- * automation; the mesh; the server object over them; plugins; then the ports, the workers and the mesh join.
+ * automation; the node lifecycle (identity, credential, checkouts); the mesh; the server object over them;
+ * plugins; then the ports, the workers and the mesh join.
  */
 export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | undefined, options: InitOptions, env: NodeJS.ProcessEnv): Promise<Server> {
   const loaded = config && 'config' in config && 'warnings' in config ? (config as LoadedConfig) : loadConfig({ object: config, flags: options.flags, env, cwd: options.cwd });
@@ -45,8 +47,13 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage }, primary, channels, local);
   const automation = openAutomation({ db: data.db, log, secrets, request: (envelope, request) => ipc.envelopes.request(envelope, request?.timeoutMs), on: (event, listener) => events.on(event, listener), authorize: data.authorize });
+  const lifecycle = await openNodeLifecycle({
+    config: resolved, serverId, log, db: data.db, secrets, platformOrganization: () => data.authorize.directory.platformOrganization(),
+    automation, events: { on: (event, listener) => events.on(event, listener), off: (event, listener) => events.off(event, listener) }, primary,
+    handle: (method, handler) => ipc.envelopes.handle(method, handler),
+  });
   const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh });
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, repository: lifecycle.repository });
   for (const plugin of options.plugins ?? []) server.use(plugin);
 
   const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;
