@@ -1,0 +1,34 @@
+/**
+ * A refusal or failure of the manager (SPEC 13), with the HTTP status the `/manager` route answers. Messages
+ * name the method, collection, cluster or server, never a key or a provider's secret.
+ */
+export class ManagerError extends Error {
+  override readonly name = 'ManagerError';
+  constructor(
+    readonly code: ManagerErrorCode,
+    message: string,
+    readonly statusCode: 400 | 403 | 404 | 409 | 502 | 503 | 504,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export type ManagerErrorCode =
+  | 'invalid_envelope'
+  | 'unknown_method'
+  | 'unknown_collection'
+  | 'protected_field'
+  | 'forbidden'
+  | 'cloud_mismatch'
+  | 'unknown_server'
+  | 'provider_failed'
+  | 'provider_invalid_reply'
+  | 'parent_failed'
+  | 'parent_unreachable'
+  | 'parent_timeout'
+  | 'unmanaged'
+  | 'unavailable';
+
+/** The one answer for an unknown cluster and another tenant's cluster: telling them apart would reveal it exists. */
+export const clusterRefused = () => new ManagerError('forbidden', 'this request is not authorized here', 403);
