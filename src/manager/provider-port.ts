@@ -32,16 +32,19 @@ export interface ProviderPortOptions {
 }
 
 /**
- * SPEC 13.4: a provider request runs the platform organization's provider workflow (`create-organization-server`
- * and `terminate-organization-server` by default) with `{ cloud, ...data }` as its input; without such a
- * workflow it goes straight to the provider API named by `cloud`, endpoint `create` or `terminate` (post).
+ * SPEC 13.4: a provider request runs the platform organization's provider workflow for that cloud
+ * (`create-organization-server-<cloud>`, else `create-organization-server`; `terminate-...` alike) with
+ * `{ cloud, ...data }` as its input; without one it goes straight to the provider API named by `cloud`,
+ * endpoint `create` or `terminate` (post).
  * Either way it takes the `/api` path (SPEC 10), so it can only reach what the platform configured.
  */
 export function providerPort(options: ProviderPortOptions): ProviderPort {
   const call = async (action: 'create' | 'terminate', request: ProviderRequest): Promise<unknown> => {
-    const workflow = action === 'create' ? options.createWorkflow : options.terminateWorkflow;
-    if (options.workflows && (await options.workflows.resolve(request.organization_id, workflow))) {
-      return options.workflows.run(workflow, { cloud: request.cloud, ...request.data }, { organization_id: request.organization_id });
+    const base = action === 'create' ? options.createWorkflow : options.terminateWorkflow;
+    for (const workflow of [`${base}-${request.cloud}`, base]) {
+      if (options.workflows && (await options.workflows.resolve(request.organization_id, workflow))) {
+        return options.workflows.run(workflow, { cloud: request.cloud, ...request.data }, { organization_id: request.organization_id });
+      }
     }
     const reply = await options.api({ organization_id: request.organization_id, api: request.cloud, endpoint: action, method: 'post', data: request.data });
     if (reply.status >= 400) throw new ManagerError('provider_failed', `provider "${request.cloud}" answered ${reply.status} to ${action}`, 502);
