@@ -1,6 +1,7 @@
 import { Agent, request, type Dispatcher } from 'undici';
 import type { AuthorizedEnvelope } from '../auth/envelope.js';
 import type { ResolvedConfig } from '../config/schema.js';
+import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import { managerUrl, type ManagerConnection } from './connection.js';
 import { ManagerError } from './errors.js';
 import type { CreateServerInput, CreateServerResult, TerminateServerInput, TerminateServerResult } from './fleet.js';
@@ -35,6 +36,10 @@ export interface ManagerOptions {
 /** Fields of an authorized envelope that belong to the caller here, not to the parent (SPEC 13.1). */
 const CALLER_SCOPE = new Set(['organization_id', 'host', 'user', 'socket', 'apikey']);
 const MAX_REPLY_BYTES = 1024 * 1024;
+/** Mirrors waiting on a slow parent at once; past it a save is not mirrored, so a slow parent costs no memory. */
+const MAX_MIRRORS_IN_FLIGHT = 64;
+/** Mirror failures come from the parent's state, not from this server: a parent down must not flood the log. */
+const FAILURE_LINES = { max: 10, windowMs: 10_000 };
 
 const hidden = (value: unknown): PropertyDescriptor => ({ value, enumerable: false, writable: false, configurable: false });
 
@@ -53,6 +58,8 @@ export class Manager {
   declare readonly terminateServer: FleetCommands['terminateServer'];
   declare private readonly log: ManagerLog;
   declare private readonly commands: ManagerEnvelopeHandler | undefined;
+  declare private readonly failures: RateLimitedWarnings;
+  declare private mirroring: number;
 
   constructor(options: ManagerOptions) {
     this.organization_id = options.connection.organization_id;
@@ -64,6 +71,8 @@ export class Manager {
       http: hidden(options.dispatcher ?? new Agent({ keepAliveTimeout: 4_000, connections: 8 })),
       log: hidden(options.log),
       commands: hidden(options.commands),
+      failures: hidden(new RateLimitedWarnings({ ...FAILURE_LINES, what: 'manager mirror failures', log: options.log })),
+      mirroring: { value: 0, enumerable: false, writable: true },
       send: hidden((envelope: Record<string, unknown>) => this.sendToParent(envelope)),
       createServer: hidden(options.fleet ? options.fleet.createServer.bind(options.fleet) : unavailable),
       terminateServer: hidden(options.fleet ? options.fleet.terminateServer.bind(options.fleet) : unavailable),
@@ -88,11 +97,20 @@ export class Manager {
     if (!this.managed) return;
     const set: Record<string, unknown> = { cluster_id: clusterId };
     for (const [name, value] of Object.entries(fields)) if (value !== undefined) set[`${section}.${name}`] = value;
+    if (this.mirroring >= MAX_MIRRORS_IN_FLIGHT) {
+      this.failures.warn(this.log, { server: serverId, section, code: 'parent_busy', inFlight: this.mirroring }, 'mirroring an inventory save to the manager skipped: the manager has not answered the earlier ones');
+      return;
+    }
     const envelope = { method: 'object.update', collection: 'servers', filter: { _id: serverId }, update: { $set: set } };
-    this.sendToParent(envelope).catch((error: unknown) => {
-      const code = error instanceof ManagerError ? error.code : 'parent_failed';
-      this.log.warn({ server: serverId, section, code, reason: error instanceof Error ? error.message : String(error) }, 'mirroring an inventory save to the manager failed');
-    });
+    this.mirroring++;
+    // Sent on the next turn: the save resolves first, and its caller never pays for the request either.
+    new Promise((resolve) => setImmediate(resolve))
+      .then(() => this.sendToParent(envelope))
+      .catch((error: unknown) => {
+        const code = error instanceof ManagerError ? error.code : 'parent_failed';
+        this.failures.warn(this.log, { server: serverId, section, code, reason: error instanceof Error ? error.message : String(error) }, 'mirroring an inventory save to the manager failed');
+      })
+      .finally(() => this.mirroring--);
   }
 
   async close(): Promise<void> {
