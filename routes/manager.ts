@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ManagerReply, ManagerRequest } from '../schemas/manager.js';
@@ -8,35 +8,42 @@ import { MANAGER_METHODS } from '../src/manager/envelope.js';
 import { ManagerError } from '../src/manager/errors.js';
 import type { ManagerEnvelopeHandler } from '../src/manager/manager.js';
 
-type Status = 400 | 403 | 404 | 409 | 502 | 503 | 504;
-
 export interface ManagerRouteOptions {
   /** Default: the server's `manager`. */
   manager?: ManagerEnvelopeHandler;
 }
 
-const refuse = (reply: FastifyReply, error: ManagerError) => void reply.code(error.statusCode).send({ error: { code: error.code, message: error.message } });
-
 /**
  * Before validation and authorization: the method (from the body, or the path `/manager/<method>`) must be a
  * manager method, and the key is then authorized for `manager.<method>`, never for the CRUD method of that name.
  */
-function prepareEnvelope(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (error?: ManagerError) => void): void {
+  // Callback style (no promise per request): a refusal goes to the error handler.
+  done(checkMethod(request));
+}
+
+function checkMethod(request: FastifyRequest): ManagerError | undefined {
   const body = request.body;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return done();
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
   const fields = body as Record<string, unknown>;
   const fromPath = (request.params as { '*'?: string })['*'];
   if (fromPath !== undefined) {
     if (fields.method !== undefined && fields.method !== fromPath) {
-      return refuse(reply, new ManagerError('invalid_envelope', `method: the body says "${String(fields.method)}", the path "${fromPath}"`, 400));
+      return new ManagerError('invalid_envelope', `method: the body says "${String(fields.method).slice(0, 128)}", the path "${fromPath.slice(0, 128)}"`, 400);
     }
     fields.method = fromPath;
   }
-  if (typeof fields.method !== 'string') return refuse(reply, new ManagerError('invalid_envelope', 'method: is required', 400));
-  if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return refuse(reply, unknownMethod(fields.method.slice(0, 128)));
+  if (typeof fields.method !== 'string') return new ManagerError('invalid_envelope', 'method: is required', 400);
+  if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return unknownMethod(fields.method.slice(0, 128));
   fields.method = METHOD_PREFIX + fields.method;
-  done();
+  return undefined;
 }
+
+/** A provider's or the store's failure is logged here, with the method; the error handler answers it. */
+const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
+  if (error instanceof ManagerError && error.statusCode >= 500) request.log.warn({ method: request.envelope?.method, code: error.code }, 'manager request failed');
+  done();
+};
 
 /** `POST /manager`, `POST /manager/<method>` (SPEC 13.3): the parent's control of the servers it manages. */
 const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, options) => {
@@ -61,15 +68,9 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     502: errorReply('The provider refused or answered without an instance id', { code: 'provider_failed', message: 'provider "hetzner" answered 422 to create' }),
     503: errorReply('This server manages no fleet', { code: 'unavailable', message: 'this server manages no fleet' }),
   };
-  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (!service) return reply.code(503).send({ error: { code: 'unavailable', message: 'this server manages no fleet' } });
-    try {
-      return await service.handle(request.envelope!);
-    } catch (error) {
-      if (!(error instanceof ManagerError)) throw error;
-      if (error.statusCode >= 500) request.log.warn({ method: request.envelope!.method, code: error.code }, 'manager request failed');
-      return reply.code(error.statusCode as Status).send({ error: { code: error.code, message: error.message } });
-    }
+  const handler = async (request: FastifyRequest) => {
+    if (!service) throw new ManagerError('unavailable', 'this server manages no fleet', 503);
+    return service.handle(request.envelope!);
   };
   const common = { tags: ['manager'], security: [{ bearer: [] }], response: responses, body: ManagerRequest };
   const description =
@@ -79,7 +80,7 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     '`manager.<method>`; a key the manager gave a server reaches only that server\'s cluster.';
   app.post(
     '/manager',
-    { config: { envelope: true }, schema: { ...common, operationId: 'manage', summary: 'Manage the servers of tenant clusters', description }, preValidation: prepareEnvelope, preHandler: app.authorizeEnvelope },
+    { config: { envelope: true }, schema: { ...common, operationId: 'manage', summary: 'Manage the servers of tenant clusters', description }, preValidation: prepareEnvelope, preHandler: app.authorizeEnvelope, onError: logFailure },
     handler,
   );
   app.post(
@@ -89,6 +90,7 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
       schema: { ...common, operationId: 'manageByPath', summary: 'As POST /manager, with the method in the path: /manager/<method>', description, params: Type.Object({ '*': Type.String() }) },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
+      onError: logFailure,
     },
     handler,
   );

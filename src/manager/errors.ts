@@ -1,16 +1,16 @@
+import { FleetplaneError } from '../errors.js';
+
 /**
  * A refusal or failure of the manager (SPEC 13), with the HTTP status the `/manager` route answers. Messages
- * name the method, collection, cluster or server, never a key or a provider's secret.
+ * name the method, collection, cluster, server or provider, never a key or a provider's secret: its 5xx too
+ * are the platform's to read (which provider failed, which parent did not answer).
  */
-export class ManagerError extends Error {
+export class ManagerError extends FleetplaneError {
   override readonly name = 'ManagerError';
-  constructor(
-    readonly code: ManagerErrorCode,
-    message: string,
-    readonly statusCode: 400 | 403 | 404 | 409 | 502 | 503 | 504,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+  declare readonly code: ManagerErrorCode;
+  declare readonly statusCode: 400 | 403 | 404 | 409 | 502 | 503 | 504;
+  constructor(code: ManagerErrorCode, message: string, statusCode: 400 | 403 | 404 | 409 | 502 | 503 | 504, options?: { cause?: unknown }) {
+    super(code, message, statusCode, { expose: true, cause: options?.cause });
   }
 }
 
