@@ -6,6 +6,7 @@ import { managerUrl, resolveConnection } from '../../src/manager/connection.js';
 import { ManagerError } from '../../src/manager/errors.js';
 import { Manager } from '../../src/manager/manager.js';
 import { testStore } from '../auth/fixtures/tenants.js';
+import { logger } from './fixtures.js';
 
 const KEY = 'fpk_managerkey000001.super-secret-manager-key-value';
 
@@ -31,13 +32,6 @@ async function parent(t: Test, answer: (request: Received, response: http.Server
   t.teardown(() => new Promise((resolve) => server.close(resolve)));
   t.teardown(() => server.closeAllConnections());
   return { received, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
-}
-
-type Line = { level: string; details: Record<string, unknown>; message: string };
-function logger() {
-  const lines: Line[] = [];
-  const at = (level: string) => (details: Record<string, unknown>, message: string) => lines.push({ level, details, message });
-  return { lines, log: { info: at('info'), warn: at('warn'), error: at('error') } };
 }
 
 function manager(t: Test, host: string | null, overrides: Record<string, unknown> = {}) {
