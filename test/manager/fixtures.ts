@@ -1,6 +1,5 @@
-import type { Store } from '../../src/db/types.js';
-import { createKey, revokeKey } from '../../src/auth/keys.js';
 import { createOrganization } from '../../src/auth/organizations.js';
+import { platformServerKeys } from '../../src/manager/server-keys.js';
 import { ManagedFleet, type ClusterRecord } from '../../src/manager/fleet.js';
 import type { ProviderPort, ProviderRequest } from '../../src/manager/provider-port.js';
 import { FakeClock } from '../helpers/fake-clock.js';
@@ -30,17 +29,6 @@ export function stubProvider(answer: (action: 'create' | 'terminate', request: P
   return { calls, port };
 }
 
-/** The keys a parent issues to the servers it creates: real keys of the platform organization. */
-export function platformKeys(store: Store, platform: string) {
-  return {
-    issue: async (serverId: string) => {
-      const created = await createKey(store, { organizationId: platform, name: `server ${serverId}`.slice(0, 128), permissions: { manager: true } });
-      return { key_id: created.key_id, key: created.key };
-    },
-    revoke: async (keyId: string) => void (await revokeKey(store, platform, keyId)),
-  };
-}
-
 /**
  * A parent store with a platform and a tenant organization, a tenant store of its own, and a managed cluster
  * of the tenant, with a fleet over them driven by a fake clock.
@@ -67,7 +55,7 @@ export async function fleetSetup(provider = stubProvider()) {
     parentHost: 'http://127.0.0.1:1',
     tenantStore: async () => tenantStore,
     provider: provider.port,
-    keys: platformKeys(store, platform),
+    keys: platformServerKeys(store, platform),
     clock,
     log,
     startupTimeoutMs: 120_000,
