@@ -47,7 +47,7 @@ const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
 
 /** `POST /manager`, `POST /manager/<method>` (SPEC 13.3): the parent's control of the servers it manages. */
 const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, options) => {
-  const service = options.manager ?? (app.fleetplane as { manager?: ManagerEnvelopeHandler }).manager;
+  const service = options.manager ?? app.fleetplane.manager;
   const responses = {
     200: ManagerReply,
     400: errorReply(

@@ -5,6 +5,7 @@ import type { ServerHost } from './runtime/host.js';
 import type { ClusterStorage } from './storage/index.js';
 import type { IpcHandler, RequestResult } from './ipc/handlers.js';
 import type { ServerState } from './state/state.js';
+import type { Manager } from './manager/manager.js';
 import type { OrganizationPresence } from './state/organizations.js';
 import type { RestartWorkersOptions } from './runtime/fleet/fleet.js';
 import type { Store } from './db/types.js';
@@ -47,6 +48,7 @@ export interface ServerServices {
   envelopes: Envelopes;
   automation: Automation;
   mesh: MeshApi;
+  manager: Manager;
 }
 
 /**
@@ -80,6 +82,8 @@ export class Server {
   readonly webhooks: Automation['webhooks'];
   /** SPEC 6: the mesh between servers (links live in the primary; a worker's calls go through it). */
   readonly mesh: MeshApi;
+  /** SPEC 13: the parent connection (`send`, mirroring) and, on a platform server, `createServer` / `terminateServer`. */
+  readonly manager: Manager;
   private readonly envelopes: Envelopes;
   private readonly plugins = new PluginHost<Server>();
 
@@ -93,7 +97,7 @@ export class Server {
     ({ id: this.id, workerId: this.workerId, config: this.config, log: this.log } = identity);
     this.isPrimary = host.isPrimary;
     ({ db: this.db, secrets: this.secrets, authorize: this.authorize, storage: this.storage, state: this.state } = services);
-    ({ organizations: this.organizations, envelopes: this.envelopes, mesh: this.mesh } = services);
+    ({ organizations: this.organizations, envelopes: this.envelopes, mesh: this.mesh, manager: this.manager } = services);
     ({ api: this.api, workflow: this.workflow, webhooks: this.webhooks } = services.automation);
   }
 

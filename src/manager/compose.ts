@@ -2,11 +2,9 @@ import type { ResolvedConfig } from '../config/schema.js';
 import type { Store } from '../db/types.js';
 import type { Clock } from '../runtime/clock.js';
 import { PlatformActivation } from './activation.js';
-import { withBuiltinProviders } from './builtin-providers.js';
 import { ManagerCommands } from './commands.js';
 import { resolveConnection } from './connection.js';
 import { ManagedFleet } from './fleet.js';
-import { LocalProvider } from './local-provider.js';
 import { Manager, type ManagerLog } from './manager.js';
 import { providerPort, type ApiSend, type WorkflowRunner } from './provider-port.js';
 import { platformServerKeys } from './server-keys.js';
@@ -19,7 +17,7 @@ export interface ManagerServicesDeps {
   store?: Store;
   /** The platform organization (SPEC 8.4); null on a store without one: then this server manages no fleet. */
   platformOrganization: string | null;
-  /** `server.api.send` (SPEC 10.3). */
+  /** `server.api.send` (SPEC 10.3) with the built-in providers in front. */
   api?: ApiSend;
   workflows?: WorkflowRunner;
   log: ManagerLog;
@@ -30,17 +28,14 @@ export interface ManagerServicesDeps {
 
 export interface ManagerServices {
   manager: Manager;
-  /** `api.send` with the built-in providers in front: what workflows should use. */
-  api?: ApiSend;
   fleet?: ManagedFleet;
   activation?: PlatformActivation;
-  local?: LocalProvider;
   close(): Promise<void>;
 }
 
 /**
  * SPEC 13 for the composition root: `server.manager` with its connection, and on a server with a store and a
- * platform organization the parent side (fleet, commands, activation, the `local` provider). Every process that
+ * platform organization the parent side (fleet, commands, activation). Every process that
  * serves `/manager` has it: a confirmation or a report handled by another worker is seen through the persisted
  * status (the watchdog at its timeout), and the local provider finds a server started elsewhere by its
  * instance file.
@@ -48,10 +43,10 @@ export interface ManagerServices {
 export async function createManagerServices(deps: ManagerServicesDeps): Promise<ManagerServices> {
   const { config, store, platformOrganization, log, clock } = deps;
   const connection = deps.connection ?? (await resolveConnection(config.manager, store, deps.serverId));
-  const local = store && platformOrganization ? new LocalProvider({ log, ...(config.manager.localRoot ? { root: config.manager.localRoot } : {}) }) : undefined;
-  const api = deps.api && (local ? withBuiltinProviders(deps.api, { local }, async (organizationId) => organizationId === platformOrganization) : deps.api);
+  const { api } = deps;
   if (!store || !platformOrganization || !api) {
-    return { manager: new Manager({ config: config.manager, connection, log }), api, close: async () => undefined };
+    const manager = new Manager({ config: config.manager, connection, log });
+    return { manager, close: () => manager.close() };
   }
   const tenantStores = new TenantStores();
   const fleet = new ManagedFleet({
@@ -71,10 +66,8 @@ export async function createManagerServices(deps: ManagerServicesDeps): Promise<
   const activation = config.manager.activation ? new PlatformActivation({ store, platformOrganization, createServer: (input) => fleet.createServer(input), log }) : undefined;
   return {
     manager,
-    api,
     fleet,
     activation,
-    local,
     close: async () => {
       fleet.close();
       await manager.close();

@@ -44,6 +44,7 @@ export const ManagerReply = Type.Object(
     matchedCount: Type.Optional(Type.Integer()),
     modifiedCount: Type.Optional(Type.Integer()),
     deletedCount: Type.Optional(Type.Integer()),
+    provider: Type.Optional(Type.Unknown({ description: "terminateServer: the provider's answer" })),
   },
   { $id: 'ManagerReply', description: 'createServer / terminateServer: the server and its status; object.*: counts', examples: [{ server_id: '0190c0ffee0000b0b0', cluster_id: '0190c0ffee0000c1a5', instanceId: 'fp-local-6c1f0d2a9b3e4f50', status: 'starting' }] },
 );

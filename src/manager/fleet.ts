@@ -51,6 +51,8 @@ export interface TerminateServerInput {
 export interface TerminateServerResult {
   server_id: string;
   status: 'terminating';
+  /** The provider's answer (the local provider's names the exit code). */
+  provider: unknown;
 }
 
 /** Keys the parent gives the servers it creates, so their envelopes to `/manager` are bound to their cluster. */
@@ -149,8 +151,9 @@ export class ManagedFleet {
     const instanceId = record.infrastructure?.instanceId;
     if (!cloud || !instanceId) throw new ManagerError('unknown_server', `server ${serverId} has no provider instance to terminate`, 404);
     await this.markBoth(serverId, cluster, { 'master.status': 'terminating' });
+    let answer: unknown;
     try {
-      await this.deps.provider.terminate({
+      answer = await this.deps.provider.terminate({
         organization_id: this.deps.platformOrganization,
         cloud,
         data: { server_id: serverId, cluster_id: cluster._id, instanceId, ...(input.deployment ? { deployment: input.deployment } : {}) },
@@ -162,7 +165,7 @@ export class ManagedFleet {
     }
     this.cleanup.terminating(serverId);
     this.deps.log.info({ server: serverId, cluster: cluster._id, cloud, instanceId }, 'managed server terminating');
-    return { server_id: serverId, status: 'terminating' };
+    return { server_id: serverId, status: 'terminating', provider: answer ?? null };
   }
 
   /** A `/manager` update of a server's `master.status` persisted on the parent. */

@@ -93,9 +93,10 @@ export class Manager {
    * SPEC 13.2: after a successful `state.save`, the same section goes to the parent once. The save never waits
    * for it; a failure is one warning, never retried or queued (the next save carries the newer state anyway).
    */
-  mirrorSave(serverId: string, clusterId: string, section: string, fields: Record<string, unknown>): void {
+  mirrorSave(serverId: string, _clusterId: string, section: string, fields: Record<string, unknown>): void {
     if (!this.managed) return;
-    const set: Record<string, unknown> = { cluster_id: clusterId };
+    // Only the section: where the record belongs is the parent's to say (its copy was made with the cluster).
+    const set: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(fields)) if (value !== undefined) set[`${section}.${name}`] = value;
     if (this.mirroring >= MAX_MIRRORS_IN_FLIGHT) {
       this.failures.warn(this.log, { server: serverId, section, code: 'parent_busy', inFlight: this.mirroring }, 'mirroring an inventory save to the manager skipped: the manager has not answered the earlier ones');

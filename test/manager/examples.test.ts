@@ -122,7 +122,7 @@ t.test('examples/manager-hetzner.json creates and deletes a server with the requ
   const record = await setup.tenantStore.collection('servers').findOne({ _id: '0190c0ffee00aa' });
   t.same(record?.infrastructure, { cloud: 'hetzner', instanceId: '4711' });
 
-  t.same(await setup.fleet.terminateServer({ cluster: setup.cluster, serverId: '0190c0ffee00aa' }), { server_id: '0190c0ffee00aa', status: 'terminating' });
+  t.same(await setup.fleet.terminateServer({ cluster: setup.cluster, serverId: '0190c0ffee00aa' }), { server_id: '0190c0ffee00aa', status: 'terminating', provider: { instanceId: '4711', action: 2 } });
   t.equal(stand.hits[1]!.method, 'DELETE');
   t.equal(stand.hits[1]!.url, '/v1/servers/4711');
   t.equal(stand.hits[1]!.body, '', 'no body on delete');

@@ -106,7 +106,7 @@ t.test('terminateServer marks both copies terminating before the provider call, 
   t.teardown(setup.close);
   await setup.fleet.createServer({ cluster: setup.cluster, serverId: 's1' });
   const keyId = (await copies(setup, 's1')).platform!.manager!.key_id!;
-  t.same(await setup.fleet.terminateServer({ cluster: setup.cluster, serverId: 's1' }), { server_id: 's1', status: 'terminating' });
+  t.same(await setup.fleet.terminateServer({ cluster: setup.cluster, serverId: 's1' }), { server_id: 's1', status: 'terminating', provider: { instanceId: 'i-7' } });
   t.equal(atTerminate?.platform?.master?.status, 'terminating');
   t.equal(atTerminate?.tenant?.master?.status, 'terminating');
   t.same(setup.provider.calls[1]!.request.data, { server_id: 's1', cluster_id: 'c1', instanceId: 'i-7' }, 'the persisted instance id is what the provider gets');

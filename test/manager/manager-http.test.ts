@@ -127,7 +127,7 @@ t.test('terminateServer and the path form /manager/<method>', async (t) => {
   await createS1(s);
   const response = await post(s.app, s.adminKey, { cluster: 'c1', server_id: 's1' }, '/manager/terminateServer');
   t.equal(response.statusCode, 200, response.body);
-  t.same(response.json(), { server_id: 's1', status: 'terminating' });
+  t.same(response.json(), { server_id: 's1', status: 'terminating', provider: { instanceId: 'i-s1' } });
   t.ok(s.fleet.cleanup.scheduled('s1'));
   const mismatch = await post(s.app, s.adminKey, { method: 'createServer', cluster: 'c1' }, '/manager/terminateServer');
   t.equal(mismatch.statusCode, 400);

@@ -99,7 +99,7 @@ t.test('a save is mirrored once as an update of the server record', async (t) =>
   const { manager: m, lines } = manager(t, stand.url);
   m.mirrorSave('s1', 'c1', 'master', { status: 'running', pid: 42, gone: undefined });
   await t.resolveMatch(waitFor(() => stand.received.length === 1), true);
-  t.same(stand.received[0]!.body, { method: 'object.update', collection: 'servers', filter: { _id: 's1' }, update: { $set: { cluster_id: 'c1', 'master.status': 'running', 'master.pid': 42 } } });
+  t.same(stand.received[0]!.body, { method: 'object.update', collection: 'servers', filter: { _id: 's1' }, update: { $set: { 'master.status': 'running', 'master.pid': 42 } } });
   t.same(lines, []);
 });
 

@@ -1,0 +1,27 @@
+import type { Authorizer } from '../auth/authorize.js';
+import type { Store } from '../db/types.js';
+import { createManagerServices, type ManagerServices } from '../manager/compose.js';
+import { LocalProvider } from '../manager/local-provider.js';
+import { systemClock } from '../runtime/clock.js';
+import type { Automation } from '../workflows/automation.js';
+import type { ServerIdentity } from '../server.js';
+
+/** The built-in `local` provider (SPEC 13.4) of this process, answered for the platform organization only. */
+export function openLocalProvider(identity: ServerIdentity): LocalProvider {
+  const root = identity.config.manager.localRoot;
+  return new LocalProvider({ log: identity.log.child({ component: 'local-provider' }), ...(root ? { root } : {}) });
+}
+
+/** SPEC 13: `server.manager` over the store, the authorizer's platform organization and the provider path. */
+export async function openManager(identity: ServerIdentity, data: { db: Store; authorize: Authorizer }, automation: Automation): Promise<ManagerServices> {
+  return createManagerServices({
+    serverId: identity.id,
+    config: identity.config,
+    store: data.db,
+    platformOrganization: await data.authorize.directory.platformOrganization(),
+    api: automation.providers,
+    workflows: automation.workflow,
+    log: identity.log.child({ component: 'manager' }),
+    clock: systemClock,
+  });
+}
