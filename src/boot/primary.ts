@@ -11,12 +11,11 @@ import { PrimaryHost } from '../runtime/host.js';
 import { resolveServerId } from '../runtime/identity.js';
 import { PrimaryChannels, type WorkerEndpoint } from '../runtime/channels.js';
 import { StorageAuthority } from '../storage/index.js';
-import { openAutomation } from '../workflows/automation.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
 import { primaryIpc } from './ipc.js';
 import { openPrimaryMesh } from './mesh.js';
-import { openLocalProvider, openManager } from './manager.js';
+import { openAutomationAndManager } from './manager.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 
 /**
@@ -45,16 +44,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const host = new PrimaryHost(primary, local);
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
-  const automation = openAutomation({
-    db: data.db,
-    log,
-    secrets,
-    request: (envelope, request) => ipc.envelopes.request(envelope, request?.timeoutMs),
-    on: (event, listener) => events.on(event, listener),
-    authorize: data.authorize,
-    builtinProviders: { local: openLocalProvider(identity) },
-  });
-  const managed = await openManager(identity, data, automation);
+  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs));
   const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, primary, channels, local);
   events.on('organization.active', ({ organization_id }) => void managed.activation?.organizationActive(organization_id));
   const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });

@@ -4,12 +4,11 @@ import { serverEvents } from '../runtime/events.js';
 import { WorkerRuntime } from '../runtime/worker.js';
 import { WorkerHost } from '../runtime/host.js';
 import { StorageReplica } from '../storage/index.js';
-import { openAutomation } from '../workflows/automation.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
 import { workerIpc } from './ipc.js';
 import { workerMesh } from './mesh.js';
-import { openLocalProvider, openManager } from './manager.js';
+import { openAutomationAndManager } from './manager.js';
 import { INTERNAL_ENV, type InitOptions } from './options.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from '../runtime/messages.js';
 
@@ -30,16 +29,8 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const runtime = new WorkerRuntime(resolved, workerId, log, events);
   const host = new WorkerHost(runtime, Number(env[INTERNAL_ENV.total]));
   const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
-  const automation = openAutomation({
-    db: data.db,
-    log,
-    secrets,
-    request: (envelope, request) => ipc.envelopes.request(envelope, request?.timeoutMs),
-    on: (event, listener) => events.on(event, listener),
-    authorize: data.authorize,
-    builtinProviders: { local: openLocalProvider(identity) },
-  });
-  const managed = await openManager(identity, data, automation);
+  // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
+  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs));
   const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, runtime);
   const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager });
   runtime.onStopped(async () => {
