@@ -1,6 +1,6 @@
 import type { Store } from '../db/types.js';
 import type { ClusterRecord, CreateServerInput } from './fleet.js';
-import type { ManagerLog } from './manager.js';
+import type { ManagerLog } from './log.js';
 
 export interface ActivationDeps {
   store: Store;

@@ -4,7 +4,7 @@ import { newId } from '../db/ids.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminationCleanup } from './cleanup.js';
 import { ManagerError } from './errors.js';
-import type { ManagerLog } from './manager.js';
+import type { ManagerLog } from './log.js';
 import type { ProviderPort } from './provider-port.js';
 import { StartupWatchdog } from './watchdog.js';
 

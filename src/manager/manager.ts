@@ -4,13 +4,10 @@ import type { ResolvedConfig } from '../config/schema.js';
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import { managerUrl, type ManagerConnection } from './connection.js';
 import { ManagerError } from './errors.js';
+import type { ManagerLog } from './log.js';
 import type { CreateServerInput, CreateServerResult, TerminateServerInput, TerminateServerResult } from './fleet.js';
 
-export interface ManagerLog {
-  info(details: Record<string, unknown>, message: string): void;
-  warn(details: Record<string, unknown>, message: string): void;
-  error(details: Record<string, unknown>, message: string): void;
-}
+export type { ManagerLog } from './log.js';
 
 /** The parent-side commands (`ManagedFleet`); a server that manages no fleet has none. */
 export interface FleetCommands {
