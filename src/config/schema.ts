@@ -238,6 +238,21 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    manager: Type.Object(
+      {
+        organizationId: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: "The parent's platform organization that manages this server (default: the server's inventory record; none = unmanaged)" })),
+        host: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'The parent: a host name (reached over https) or an explicit http(s) URL; envelopes go to <host>/manager' })),
+        apiKey: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Key of the parent that this server sends its envelopes with (prefer FLEETPLANE_MANAGER_API_KEY or a 0600 config file)' })),
+        timeoutMs: Ms(3_000, 'Longest a request to the parent may take'),
+        startupTimeoutMs: Ms(120_000, 'Parent: how long a created server has to confirm it runs before its id is logged'),
+        cleanupDelayMs: Ms(60_000, 'Parent: how long after terminating a managed server its inventory records are deleted'),
+        createWorkflow: Type.String({ minLength: 1, maxLength: 64, default: 'create-organization-server', description: 'Parent: workflow that asks a provider for a new server' }),
+        terminateWorkflow: Type.String({ minLength: 1, maxLength: 64, default: 'terminate-organization-server', description: 'Parent: workflow that asks a provider to end a server' }),
+        activation: Type.Boolean({ default: true, description: 'Parent: create a server when a tenant organization with a managed cluster becomes active and none runs' }),
+        localRoot: Type.Optional(Type.String({ minLength: 1, description: 'Parent: directory of the data directories of servers the built-in local provider starts (default: the system temp directory)' })),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     auth: Type.Object(
       {
         failureLimit: Type.Object(
