@@ -26,6 +26,7 @@ import api from './routes/api.js';
 import workflows from './routes/workflows.js';
 import webhooks from './routes/webhooks.js';
 import crud from './routes/crud.js';
+import manager from './routes/manager.js';
 
 export interface BuildAppOptions {
   server: RouteContext;
@@ -102,7 +103,7 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
     // SPEC 9.3: the embedding application's routes come first, and a built-in route with the same method and
     // path steps aside instead of failing the boot.
     if (options.extend) await app.register(options.extend);
-    for (const routes of [health, metrics, control, ws, api, workflows, webhooks, crud] as FastifyPluginAsync[]) await app.register(yieldingTo(routes));
+    for (const routes of [health, metrics, control, ws, api, workflows, webhooks, crud, manager] as FastifyPluginAsync[]) await app.register(yieldingTo(routes));
     await app.register(staticFiles, { static: config.http.static });
   }
   await app.ready();

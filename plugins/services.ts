@@ -32,6 +32,8 @@ export interface RouteContext {
   readonly api?: Server['api'];
   readonly workflow?: Server['workflow'];
   readonly webhooks?: Server['webhooks'];
+  /** SPEC 13: without it `POST /manager` answers 503. */
+  readonly manager?: Server['manager'];
   /** Without a worker runtime there are no HTTP metrics. */
   readonly workerRuntime?: Server['workerRuntime'];
   handle?: Server['handle'];

@@ -5,9 +5,11 @@ import type { ServerHost } from './runtime/host.js';
 import type { ClusterStorage } from './storage/index.js';
 import type { IpcHandler, RequestResult } from './ipc/handlers.js';
 import type { ServerState } from './state/state.js';
+import type { Manager } from './manager/manager.js';
 import type { OrganizationPresence } from './state/organizations.js';
 import type { RestartWorkersOptions } from './runtime/fleet/fleet.js';
 import type { Store } from './db/types.js';
+import type { RepositoryService } from './repositories/service.js';
 import type { Authorizer } from './auth/authorize.js';
 import type { SecretKeyring } from './secrets/keyring.js';
 import type { Automation } from './workflows/automation.js';
@@ -47,6 +49,9 @@ export interface ServerServices {
   envelopes: Envelopes;
   automation: Automation;
   mesh: MeshApi;
+  /** SPEC 14.3: the cluster's repositories (the primary's, when it has a platform organization). */
+  repository?: RepositoryService;
+  manager: Manager;
 }
 
 /**
@@ -80,6 +85,10 @@ export class Server {
   readonly webhooks: Automation['webhooks'];
   /** SPEC 6: the mesh between servers (links live in the primary; a worker's calls go through it). */
   readonly mesh: MeshApi;
+  /** SPEC 14.3: `repositories` (each with its checkout) and `environment(url)`; primary only. */
+  readonly repository: RepositoryService | undefined;
+  /** SPEC 13: the parent connection (`send`, mirroring) and, on a platform server, `createServer` / `terminateServer`. */
+  readonly manager: Manager;
   private readonly envelopes: Envelopes;
   private readonly plugins = new PluginHost<Server>();
 
@@ -93,7 +102,7 @@ export class Server {
     ({ id: this.id, workerId: this.workerId, config: this.config, log: this.log } = identity);
     this.isPrimary = host.isPrimary;
     ({ db: this.db, secrets: this.secrets, authorize: this.authorize, storage: this.storage, state: this.state } = services);
-    ({ organizations: this.organizations, envelopes: this.envelopes, mesh: this.mesh } = services);
+    ({ organizations: this.organizations, envelopes: this.envelopes, mesh: this.mesh, repository: this.repository, manager: this.manager } = services);
     ({ api: this.api, workflow: this.workflow, webhooks: this.webhooks } = services.automation);
   }
 

@@ -113,6 +113,12 @@ function parseBaseUrl(text: string): { origin: string; basePath: string } | stri
   return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, '') };
 }
 
+/**
+ * Headers that hold a repository's git credentials (SPEC 14.3) rather than HTTP headers: kept with the provider
+ * (sealed like any secret header) and read by the repositories, never sent upstream.
+ */
+export const GIT_CREDENTIAL_HEADERS: ReadonlySet<string> = new Set(['git-ssh-key', 'git-known-hosts', 'git-username']);
+
 /** Validates a stored document and prepares it; an invalid one is the tenant's own configuration error (422). */
 export function compileProvider(document: Record<string, unknown>): Provider {
   const { _id, organization_id, createdAt, updatedAt, ...definition } = document;
@@ -121,7 +127,9 @@ export function compileProvider(document: Record<string, unknown>): Provider {
   const valid = definition as ApiProviderDefinition;
   const base = parseBaseUrl(valid.baseUrl) as { origin: string; basePath: string };
   const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'fleetplane' };
-  for (const [name, value] of Object.entries(valid.headers ?? {})) headers[name.toLowerCase()] = typeof value === 'string' ? value : value.secret;
+  for (const [name, value] of Object.entries(valid.headers ?? {})) {
+    if (!GIT_CREDENTIAL_HEADERS.has(name.toLowerCase())) headers[name.toLowerCase()] = typeof value === 'string' ? value : value.secret;
+  }
   const endpoints = new Map(Object.entries(valid.endpoints).map(([name, endpoint]) => [name, compileEndpoint(base.basePath, endpoint)]));
   return {
     definition: valid,

@@ -17,6 +17,7 @@ import { ServerState } from '../state/state.js';
 import { registerBuiltins } from '../state/builtins.js';
 import { OrganizationTracker, type OrganizationPresence } from '../state/organizations.js';
 import type { Envelopes, ServerIdentity } from '../server.js';
+import type { Manager } from '../manager/manager.js';
 
 const ORG_CHANNEL = 'org';
 const OrgReport = Type.Object({ kind: Type.Union([Type.Literal('touch'), Type.Literal('open'), Type.Literal('close')]), organization_id: Type.String({ minLength: 1, maxLength: 128 }) });
@@ -30,6 +31,8 @@ export interface IpcDeps {
   db: Store;
   authorize: Authorizer;
   storage: ClusterStorage;
+  /** SPEC 13.2: told of each saved inventory section, to mirror it to the parent. */
+  manager?: Pick<Manager, 'mirrorSave'>;
 }
 
 export interface ProcessIpc {
@@ -40,7 +43,7 @@ export interface ProcessIpc {
 
 /** The state controls see the process through its host, plus the store that records the inventory. */
 function openState(deps: IpcDeps, channels?: PrimaryChannels): ServerState {
-  const { identity, host, db, authorize } = deps;
+  const { identity, host, db, authorize, manager } = deps;
   return new ServerState(
     {
       id: identity.id,
@@ -53,6 +56,7 @@ function openState(deps: IpcDeps, channels?: PrimaryChannels): ServerState {
       workerRuntime: host.workerRuntime,
       db,
       authorize,
+      manager,
     },
     channels,
   );

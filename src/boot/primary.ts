@@ -11,17 +11,19 @@ import { PrimaryHost } from '../runtime/host.js';
 import { resolveServerId } from '../runtime/identity.js';
 import { PrimaryChannels, type WorkerEndpoint } from '../runtime/channels.js';
 import { StorageAuthority } from '../storage/index.js';
-import { openAutomation } from '../workflows/automation.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
 import { primaryIpc } from './ipc.js';
+import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
+import { openAutomationAndManager } from './manager.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 
 /**
  * The primary's boot, in order: config, identity and log; the keys that seal secrets (before anything is
  * bound); the store and the authorizer; the runtime (fleet or in-process worker); storage, IPC, state and
- * automation; the mesh; the server object over them; plugins; then the ports, the workers and the mesh join.
+ * automation; the node lifecycle (identity, credential, checkouts); the mesh; the server object over them;
+ * plugins; then the ports, the workers and the mesh join.
  */
 export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | undefined, options: InitOptions, env: NodeJS.ProcessEnv): Promise<Server> {
   const loaded = config && 'config' in config && 'warnings' in config ? (config as LoadedConfig) : loadConfig({ object: config, flags: options.flags, env, cwd: options.cwd });
@@ -43,10 +45,17 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const primary = new PrimaryRuntime({ config: resolved, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
   const host = new PrimaryHost(primary, local);
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
-  const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage }, primary, channels, local);
-  const automation = openAutomation({ db: data.db, log, secrets, request: (envelope, request) => ipc.envelopes.request(envelope, request?.timeoutMs), on: (event, listener) => events.on(event, listener), authorize: data.authorize });
+  // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
+  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs));
+  const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, primary, channels, local);
+  events.on('organization.active', ({ organization_id }) => void managed.activation?.organizationActive(organization_id));
+  const lifecycle = await openNodeLifecycle({
+    config: resolved, serverId, log, db: data.db, secrets, platformOrganization: () => data.authorize.directory.platformOrganization(),
+    automation, events: { on: (event, listener) => events.on(event, listener), off: (event, listener) => events.off(event, listener) }, primary,
+    handle: (method, handler) => ipc.envelopes.handle(method, handler),
+  });
   const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh });
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository });
   for (const plugin of options.plugins ?? []) server.use(plugin);
 
   const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;
@@ -64,6 +73,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   primary.onShutdown(removeSocket);
   // Plugins uninstall once the workers are gone, while the store is still open.
   primary.onStopped(() => server.uninstallPlugins());
+  primary.onStopped(() => managed.close());
   // Last, when no worker is left: the embedded store's final close folds its WAL back into the file.
   primary.onStopped(() => data.db.close());
   if (options.handleSignals ?? true) primary.installSignalHandlers();

@@ -4,11 +4,11 @@ import { serverEvents } from '../runtime/events.js';
 import { WorkerRuntime } from '../runtime/worker.js';
 import { WorkerHost } from '../runtime/host.js';
 import { StorageReplica } from '../storage/index.js';
-import { openAutomation } from '../workflows/automation.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
 import { workerIpc } from './ipc.js';
 import { workerMesh } from './mesh.js';
+import { openAutomationAndManager } from './manager.js';
 import { INTERNAL_ENV, type InitOptions } from './options.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from '../runtime/messages.js';
 
@@ -29,10 +29,14 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const runtime = new WorkerRuntime(resolved, workerId, log, events);
   const host = new WorkerHost(runtime, Number(env[INTERNAL_ENV.total]));
   const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
-  const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage }, runtime);
-  const automation = openAutomation({ db: data.db, log, secrets, request: (envelope, request) => ipc.envelopes.request(envelope, request?.timeoutMs), on: (event, listener) => events.on(event, listener), authorize: data.authorize });
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime) });
-  runtime.onStopped(() => data.db.close());
+  // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
+  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs));
+  const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, runtime);
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager });
+  runtime.onStopped(async () => {
+    await managed.close();
+    await data.db.close();
+  });
   await runtime.bind();
   runtime.attach(await options.app(server));
   return server;

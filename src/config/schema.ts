@@ -156,6 +156,42 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    node: Type.Object(
+      {
+        host: Type.Optional(Type.String({ minLength: 1, maxLength: 253, description: "This node's host name as the edge should route to it (default: the host of server.publicUrl, else the OS host name)" })),
+        publicIp: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Public address of this node (default: from the instance metadata endpoint, else none)' })),
+        privateIp: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Private address of this node (default: from the instance metadata endpoint, else the first non-internal IPv4)' })),
+        location: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'Free-form location label (default: the region and zone the metadata endpoint reports)' })),
+        provider: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Infrastructure provider name recorded for this node' })),
+        region: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Provider region' })),
+        instanceId: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: "Provider's id of this instance" })),
+        metadata: Type.Object(
+          {
+            kind: Type.Union([Type.Literal('none'), Type.Literal('aws'), Type.Literal('gcp'), Type.Literal('digitalocean')], { default: 'none', description: 'Instance metadata protocol to query for the fields above that are not set (none = ask nothing)' }),
+            url: Type.Optional(Type.String({ minLength: 1, pattern: '^https?://', description: 'Base URL of the instance metadata endpoint (default: the documented one of the kind)' })),
+            timeoutMs: Ms(2_000, 'Longest wait for the metadata endpoint'),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    routing: Type.Object(
+      {
+        enabled: Type.Boolean({ default: true, description: 'Run the routing workflow after readiness and send its removal request at graceful stop' }),
+        workflow: Type.String({ minLength: 1, maxLength: 128, default: 'configure-cluster-routing', description: 'Routing workflow of the platform organization' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    repositories: Type.Object(
+      {
+        projectRoot: Type.Optional(Type.String({ minLength: 1, description: 'Directory relative localFsRoot values resolve against (default: the working directory)' })),
+        stateDir: Type.Optional(Type.String({ minLength: 1, description: 'Credential helpers and SSH keys of repositories, outside every checkout (default: <dataDir>/repositories)' })),
+        uploadCommand: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'argv of the initial upload, run in the checkout (no shell)' })),
+        uploadTimeoutMs: Ms(600_000, 'Longest run of the initial upload command'),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     organizations: Type.Object(
       {
         graceMs: Ms(60_000, 'After the last WebSocket of an organization closes, how long until it is inactive'),
@@ -199,6 +235,21 @@ export const ConfigSchema = Type.Object(
           },
           { additionalProperties: false, default: {} },
         ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    manager: Type.Object(
+      {
+        organizationId: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: "The parent's platform organization that manages this server (default: the server's inventory record; none = unmanaged)" })),
+        host: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'The parent: a host name (reached over https) or an explicit http(s) URL; envelopes go to <host>/manager' })),
+        apiKey: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Key of the parent that this server sends its envelopes with (prefer FLEETPLANE_MANAGER_API_KEY or a 0600 config file)' })),
+        timeoutMs: Ms(3_000, 'Longest a request to the parent may take'),
+        startupTimeoutMs: Ms(120_000, 'Parent: how long a created server has to confirm it runs before its id is logged'),
+        cleanupDelayMs: Ms(60_000, 'Parent: how long after terminating a managed server its inventory records are deleted'),
+        createWorkflow: Type.String({ minLength: 1, maxLength: 64, default: 'create-organization-server', description: 'Parent: workflow that asks a provider for a new server' }),
+        terminateWorkflow: Type.String({ minLength: 1, maxLength: 64, default: 'terminate-organization-server', description: 'Parent: workflow that asks a provider to end a server' }),
+        activation: Type.Boolean({ default: true, description: 'Parent: create a server when a tenant organization with a managed cluster becomes active and none runs' }),
+        localRoot: Type.Optional(Type.String({ minLength: 1, description: 'Parent: directory of the data directories of servers the built-in local provider starts (default: the system temp directory)' })),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -12,6 +12,7 @@ const touches = (path: string, field: string) => path === field || path.startsWi
 const SECRET_FIELDS: Readonly<Record<string, readonly string[]>> = {
   apis: ['headers'],
   webhooks: ['verify.secret'],
+  servers_config: ['key'],
 };
 
 function paths(filter: Record<string, unknown>): string[] {
@@ -30,7 +31,7 @@ export function assertNoSecretPaths(collection: string, filter: Record<string, u
   }
 }
 
-/** A provider's header secrets and a webhook's verification secret, shown as `[redacted]`. */
+/** A provider's header secrets, a webhook's verification secret and a node credential, shown as `[redacted]`. */
 export function redactSecrets<T extends Record<string, unknown>>(collection: string, document: T): T {
   if (collection === 'apis' && isRecord(document.headers)) {
     const headers = Object.fromEntries(Object.entries(document.headers).map(([name, value]) => [name, isRecord(value) && 'secret' in value ? { secret: REDACTED } : value]));
@@ -39,5 +40,6 @@ export function redactSecrets<T extends Record<string, unknown>>(collection: str
   if (collection === 'webhooks' && isRecord(document.verify) && 'secret' in document.verify) {
     return { ...document, verify: { ...document.verify, secret: REDACTED } };
   }
+  if (collection === 'servers_config' && typeof document.key === 'string') return { ...document, key: REDACTED };
   return document;
 }

@@ -6,11 +6,13 @@ import type { SecretOpener } from './keyring.js';
 
 /**
  * Where secrets are stored, per collection (`*`: any field name): a provider's `{ "secret": ... }` header
- * values (SPEC 10.1) and a webhook's verification secret (SPEC 12.1).
+ * values (SPEC 10.1), a webhook's verification secret (SPEC 12.1) and the node credential (SPEC 14.2).
  */
 const SECRET_PATHS: Readonly<Record<string, readonly string[]>> = {
   apis: ['headers', '*', 'secret'],
   webhooks: ['verify', 'secret'],
+  // The node credential (SPEC 14.2): a `servers_config` record of type `key`.
+  servers_config: ['key'],
 };
 
 export const SECRET_COLLECTIONS: ReadonlySet<string> = new Set(Object.keys(SECRET_PATHS));

@@ -34,6 +34,8 @@ interface StateHost {
   readonly db?: Store;
   /** Knows the platform organization, recorded in the inventory as the server's owner (SPEC 8.4). */
   readonly authorize?: { directory: { platformOrganization(): Promise<string | null> } };
+  /** SPEC 13.2: told of each section this process saved, to mirror it to the parent (never waited for). */
+  readonly manager?: { mirrorSave(serverId: string, clusterId: string, section: string, fields: Record<string, unknown>): void };
 }
 
 /**
@@ -221,10 +223,17 @@ export class ServerState {
     if (primaryRuntime) {
       const section = this.masterSection?.() ?? { status: primaryRuntime.status === 'stopping' ? 'stopped' : 'running', pid: process.pid };
       const owner = (await this.host.authorize?.directory.platformOrganization()) ?? undefined;
-      return saveInventorySection(db, id, config.server.cluster, 'master', section, owner);
+      return this.mirrored('master', section, await saveInventorySection(db, id, config.server.cluster, 'master', section, owner));
     }
-    const worker = workerRuntime!;
-    return saveInventorySection(db, id, config.server.cluster, `workers.${worker.workerId}`, { pid: process.pid, status: worker.status, updatedAt: new Date().toISOString() });
+    const section = `workers.${workerRuntime!.workerId}`;
+    const fields = { pid: process.pid, status: workerRuntime!.status, updatedAt: new Date().toISOString() };
+    return this.mirrored(section, fields, await saveInventorySection(db, id, config.server.cluster, section, fields));
+  }
+
+  /** A save that was written goes to the manager once; a skipped one (terminating, failed) does not. */
+  private mirrored(section: string, fields: Record<string, unknown>, result: InventorySaveResult): InventorySaveResult {
+    if (result.saved) this.host.manager?.mirrorSave(this.host.id, this.host.config.server.cluster, section, fields);
+    return result;
   }
 
   reboot(confirm: unknown): Promise<unknown> {

@@ -19,6 +19,8 @@ const ROUTES: Array<[method: string, path: string, security: unknown[]]> = [
   ['post', '/workflows/{name}', [{ bearer: [] }]],
   ['post', '/webhooks/{path}', []],
   ['post', '/crud', [{ bearer: [] }]],
+  ['post', '/manager', [{ bearer: [] }]],
+  ['post', '/manager/{path}', [{ bearer: [] }]],
   ['post', '/control', [{ bearer: [] }]],
   ['get', '/ws', [{ bearer: [] }, {}]],
   ['get', '/healthz', []],

@@ -1,0 +1,99 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
+import { Type } from '@sinclair/typebox';
+import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
+import { ManagerReply, ManagerRequest } from '../schemas/manager.js';
+import { METHOD_PREFIX, unknownMethod } from '../src/manager/commands.js';
+import { MANAGER_METHODS } from '../src/manager/envelope.js';
+import { ManagerError } from '../src/manager/errors.js';
+import type { ManagerEnvelopeHandler } from '../src/manager/manager.js';
+
+export interface ManagerRouteOptions {
+  /** Default: the server's `manager`. */
+  manager?: ManagerEnvelopeHandler;
+}
+
+/**
+ * Before validation and authorization: the method (from the body, or the path `/manager/<method>`) must be a
+ * manager method, and the key is then authorized for `manager.<method>`, never for the CRUD method of that name.
+ */
+function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (error?: ManagerError) => void): void {
+  // Callback style (no promise per request): a refusal goes to the error handler.
+  done(checkMethod(request));
+}
+
+function checkMethod(request: FastifyRequest): ManagerError | undefined {
+  const body = request.body;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const fields = body as Record<string, unknown>;
+  const fromPath = (request.params as { '*'?: string })['*'];
+  if (fromPath !== undefined) {
+    if (fields.method !== undefined && fields.method !== fromPath) {
+      return new ManagerError('invalid_envelope', `method: the body says "${String(fields.method).slice(0, 128)}", the path "${fromPath.slice(0, 128)}"`, 400);
+    }
+    fields.method = fromPath;
+  }
+  if (typeof fields.method !== 'string') return new ManagerError('invalid_envelope', 'method: is required', 400);
+  if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return unknownMethod(fields.method.slice(0, 128));
+  fields.method = METHOD_PREFIX + fields.method;
+  return undefined;
+}
+
+/** A provider's or the store's failure is logged here, with the method; the error handler answers it. */
+const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
+  if (error instanceof ManagerError && error.statusCode >= 500) request.log.warn({ method: request.envelope?.method, code: error.code }, 'manager request failed');
+  done();
+};
+
+/** `POST /manager`, `POST /manager/<method>` (SPEC 13.3): the parent's control of the servers it manages. */
+const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, options) => {
+  const service = options.manager ?? app.fleetplane.manager;
+  const responses = {
+    200: ManagerReply,
+    400: errorReply(
+      'The body is not valid JSON, names no manager method or collection, or does not fit its method',
+      ENVELOPE_ERRORS.invalidJson,
+      { code: 'unknown_method', message: 'method: "object.read" is not a manager method (object.update, object.delete, createServer, terminateServer)' },
+      { code: 'unknown_collection', message: 'collection: "keys" is not managed here (servers or clusters)' },
+      { code: 'cloud_mismatch', message: 'deployment.cloud: "hetzner" is not the authorized api "local"' },
+    ),
+    403: errorReply(
+      'The key is not a platform key, may not call this method, or names a cluster it cannot reach (unknown clusters answer the same)',
+      ENVELOPE_ERRORS.notAuthorized,
+      permissionDenied('manager.createServer'),
+      { code: 'forbidden', message: 'the manager serves keys of the platform organization only' },
+    ),
+    404: errorReply('The cluster has no such server', { code: 'unknown_server', message: 'cluster 0190c0ffee0000c1a5 has no server 0190c0ffee0000b0b0' }),
+    413: errorReply('The body is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
+    502: errorReply('The provider refused or answered without an instance id', { code: 'provider_failed', message: 'provider "hetzner" answered 422 to create' }),
+    503: errorReply('This server manages no fleet', { code: 'unavailable', message: 'this server manages no fleet' }),
+  };
+  const handler = async (request: FastifyRequest) => {
+    if (!service) throw new ManagerError('unavailable', 'this server manages no fleet', 503);
+    return service.handle(request.envelope!);
+  };
+  const common = { tags: ['manager'], security: [{ bearer: [] }], response: responses, body: ManagerRequest };
+  const description =
+    'For a platform (parent) server: `object.update` / `object.delete` on `servers` and `clusters` in the platform scope, ' +
+    '`createServer` (records in both inventories, then the provider; the new server has the startup timeout to confirm) and ' +
+    '`terminateServer` (`terminating` first, then the provider; records removed after the cleanup delay). Keys need ' +
+    '`manager.<method>`; a key the manager gave a server reaches only that server\'s cluster.';
+  app.post(
+    '/manager',
+    { config: { envelope: true }, schema: { ...common, operationId: 'manage', summary: 'Manage the servers of tenant clusters', description }, preValidation: prepareEnvelope, preHandler: app.authorizeEnvelope, onError: logFailure },
+    handler,
+  );
+  app.post(
+    '/manager/*',
+    {
+      config: { envelope: true },
+      schema: { ...common, operationId: 'manageByPath', summary: 'As POST /manager, with the method in the path: /manager/<method>', description, params: Type.Object({ '*': Type.String() }) },
+      preValidation: prepareEnvelope,
+      preHandler: app.authorizeEnvelope,
+      onError: logFailure,
+    },
+    handler,
+  );
+};
+
+export default manager;

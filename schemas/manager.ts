@@ -1,0 +1,1 @@
+export { ManagerEnvelope as ManagerRequest, ManagerReply } from '../src/manager/envelope.js';

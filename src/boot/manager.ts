@@ -1,0 +1,52 @@
+import type { Authorizer } from '../auth/authorize.js';
+import type { Store } from '../db/types.js';
+import { createManagerServices, type ManagerServices } from '../manager/compose.js';
+import { LocalProvider } from '../manager/local-provider.js';
+import { systemClock } from '../runtime/clock.js';
+import type { RequestResult } from '../ipc/handlers.js';
+import type { ServerEmitter } from '../runtime/events.js';
+import type { SecretKeyring } from '../secrets/keyring.js';
+import { openAutomation, type Automation } from '../workflows/automation.js';
+import type { ServerIdentity } from '../server.js';
+
+/**
+ * SPEC 10–13 of one process: API providers, workflows and webhooks (with the built-in `local` provider in front
+ * of the workflows' provider calls), then the manager over them. `request` reaches IPC, built after them.
+ */
+export async function openAutomationAndManager(
+  identity: ServerIdentity,
+  data: { db: Store; authorize: Authorizer; secrets: SecretKeyring },
+  events: ServerEmitter,
+  request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>,
+): Promise<{ automation: Automation; managed: ManagerServices }> {
+  const automation = openAutomation({
+    db: data.db,
+    log: identity.log,
+    secrets: data.secrets,
+    request: (envelope, options) => request(envelope, options?.timeoutMs),
+    on: (event, listener) => events.on(event, listener),
+    authorize: data.authorize,
+    builtinProviders: { local: openLocalProvider(identity) },
+  });
+  return { automation, managed: await openManager(identity, data, automation) };
+}
+
+/** The built-in `local` provider (SPEC 13.4) of this process, answered for the platform organization only. */
+export function openLocalProvider(identity: ServerIdentity): LocalProvider {
+  const root = identity.config.manager.localRoot;
+  return new LocalProvider({ log: identity.log.child({ component: 'local-provider' }), ...(root ? { root } : {}) });
+}
+
+/** SPEC 13: `server.manager` over the store, the authorizer's platform organization and the provider path. */
+export async function openManager(identity: ServerIdentity, data: { db: Store; authorize: Authorizer }, automation: Automation): Promise<ManagerServices> {
+  return createManagerServices({
+    serverId: identity.id,
+    config: identity.config,
+    store: data.db,
+    platformOrganization: await data.authorize.directory.platformOrganization(),
+    api: automation.providers,
+    workflows: automation.workflow,
+    log: identity.log.child({ component: 'manager' }),
+    clock: systemClock,
+  });
+}

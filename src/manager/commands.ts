@@ -1,0 +1,150 @@
+import type { AuthorizedEnvelope } from '../auth/envelope.js';
+import { ScopeError, StoreError } from '../db/errors.js';
+import { isPlainObject } from '../db/validate.js';
+import type { Collection, Document, Filter, Store, Update } from '../db/types.js';
+import { MANAGER_COLLECTIONS, MANAGER_METHODS, type ManagerMethod } from './envelope.js';
+import { ManagerError, clusterRefused } from './errors.js';
+import type { ClusterRecord, Deployment, ManagedFleet } from './fleet.js';
+
+export const METHOD_PREFIX = 'manager.';
+
+/** Fields a key bound to one cluster never writes: where a record belongs and what the parent keeps about it. */
+const PROTECTED_FIELDS = ['_id', 'organization_id', 'cluster_id', 'manager', 'infrastructure', 'deployment', 'store', 'mesh'];
+
+export interface ManagerCommandsDeps {
+  /** The parent's store. */
+  store: Store;
+  fleet: Pick<ManagedFleet, 'createServer' | 'terminateServer' | 'statusPersisted'>;
+}
+
+const touches = (path: string, field: string) => path === field || path.startsWith(`${field}.`);
+
+/** The status an update writes into `master`, when it writes one. */
+function statusWritten(update: Update): unknown {
+  const set = update.$set;
+  if (!isPlainObject(set)) return undefined;
+  if (Object.hasOwn(set, 'master.status')) return set['master.status'];
+  return isPlainObject(set.master) ? set.master.status : undefined;
+}
+
+function storeRefusal(error: unknown): unknown {
+  if (error instanceof ScopeError) return new ManagerError('protected_field', error.message, 403);
+  if (error instanceof StoreError && error.code !== 'store_error') return new ManagerError('invalid_envelope', error.message, 400);
+  return error;
+}
+
+/**
+ * SPEC 13.3: the authorized envelopes of `/manager`, in the parent (platform) scope. Only platform keys are
+ * served. A key the parent issued to a server it created is bound to that server's cluster: it reaches that
+ * cluster's documents only, and any other cluster reads as unknown. Nothing here calls `state.save`, so
+ * nothing written here is mirrored onward (SPEC 13.2).
+ */
+export class ManagerCommands {
+  constructor(private readonly deps: ManagerCommandsDeps) {}
+
+  async handle(envelope: AuthorizedEnvelope): Promise<Record<string, unknown>> {
+    if (!envelope.user?.platform) throw new ManagerError('forbidden', 'the manager serves keys of the platform organization only', 403);
+    const method = envelope.method.startsWith(METHOD_PREFIX) ? envelope.method.slice(METHOD_PREFIX.length) : envelope.method;
+    if (!(MANAGER_METHODS as readonly string[]).includes(method)) throw unknownMethod(method);
+    const scope = this.deps.store.forOrganization(envelope.organization_id);
+    const bound = await this.boundCluster(scope, envelope.user.key_id);
+    try {
+      switch (method as ManagerMethod) {
+        case 'object.update':
+          return await this.update(scope, envelope, bound);
+        case 'object.delete':
+          return await this.delete(scope, envelope, bound);
+        case 'createServer': {
+          const cluster = await this.cluster(scope, envelope, bound);
+          const deployment = this.deployment(envelope, cluster);
+          const serverId = envelope.server_id;
+          return { ...(await this.deps.fleet.createServer({ cluster, deployment, ...(typeof serverId === 'string' ? { serverId } : {}) })) };
+        }
+        case 'terminateServer': {
+          const cluster = await this.cluster(scope, envelope, bound);
+          if (typeof envelope.server_id !== 'string') throw new ManagerError('invalid_envelope', 'server_id: is required', 400);
+          const deployment = envelope.deployment as Deployment | undefined;
+          return { ...(await this.deps.fleet.terminateServer({ cluster, serverId: envelope.server_id, ...(deployment ? { deployment } : {}) })) };
+        }
+      }
+    } catch (error) {
+      throw storeRefusal(error);
+    }
+  }
+
+  /** The cluster of the server the key was issued to, or null for a key the operator made (any cluster). */
+  private async boundCluster(scope: ReturnType<Store['forOrganization']>, keyId: string): Promise<string | null> {
+    const record = await scope.collection('servers').findOne({ 'manager.key_id': keyId }, { projection: { cluster_id: 1 } });
+    return record ? String(record.cluster_id) : null;
+  }
+
+  private async cluster(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope, bound: string | null): Promise<ClusterRecord> {
+    const given = envelope.cluster;
+    const id = typeof given === 'string' ? given : isPlainObject(given) && typeof given._id === 'string' ? given._id : undefined;
+    if (!id) throw new ManagerError('invalid_envelope', 'cluster: is required (the cluster id)', 400);
+    if (bound !== null && bound !== id) throw clusterRefused();
+    const cluster = await scope.collection<ClusterRecord & Document>('clusters').findOne({ _id: id });
+    if (!cluster) throw clusterRefused();
+    return cluster;
+  }
+
+  /** The requested cloud must be the API the key was authorized for, when the envelope names one. */
+  private deployment(envelope: AuthorizedEnvelope, cluster: ClusterRecord): Deployment | undefined {
+    const deployment = (envelope.deployment as Deployment | undefined) ?? cluster.initialDeployment;
+    if (typeof envelope.api === 'string' && deployment && deployment.cloud !== envelope.api) {
+      throw new ManagerError('cloud_mismatch', `deployment.cloud: "${deployment.cloud}" is not the authorized api "${envelope.api}"`, 400);
+    }
+    return envelope.deployment as Deployment | undefined;
+  }
+
+  private collection(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope): { name: string; collection: Collection } {
+    const name = envelope.collection;
+    if (typeof name !== 'string' || !(MANAGER_COLLECTIONS as readonly string[]).includes(name)) {
+      throw new ManagerError('unknown_collection', `collection: "${String(name)}" is not managed here (servers or clusters)`, 400);
+    }
+    return { name, collection: scope.collection(name) };
+  }
+
+  /** A bound key's filter can only narrow to its own cluster's documents. */
+  private boundFilter(name: string, filter: Filter, bound: string | null): Filter {
+    if (bound === null) return filter;
+    return { $and: [filter, name === 'servers' ? { cluster_id: bound } : { _id: bound }] };
+  }
+
+  private async update(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope, bound: string | null): Promise<Record<string, unknown>> {
+    const { name, collection } = this.collection(scope, envelope);
+    const filter = envelope.filter;
+    const update = envelope.update;
+    if (!isPlainObject(filter)) throw new ManagerError('invalid_envelope', 'filter: is required, an object', 400);
+    if (!isPlainObject(update)) throw new ManagerError('invalid_envelope', 'update: is required, an object of operators', 400);
+    if (bound !== null) {
+      for (const fields of Object.values(update)) {
+        if (!isPlainObject(fields)) continue;
+        const path = Object.keys(fields).find((field) => PROTECTED_FIELDS.some((protectedField) => touches(field, protectedField)));
+        if (path) throw new ManagerError('protected_field', `update: ${path} is kept by the manager`, 403);
+      }
+    }
+    const scoped = this.boundFilter(name, filter, bound);
+    const status = name === 'servers' ? statusWritten(update as Update) : undefined;
+    if (status === undefined) {
+      const result = await collection.updateMany(scoped, update as Update);
+      return { matchedCount: result.matchedCount, modifiedCount: result.modifiedCount };
+    }
+    // The watchdog and the cleanup hear of the servers whose status this update persisted, each by id.
+    const ids = (await collection.find(scoped, { projection: { _id: 1 } })).map((record) => record._id);
+    const result = ids.length ? await collection.updateMany({ _id: { $in: ids } }, update as Update) : { matchedCount: 0, modifiedCount: 0 };
+    for (const id of ids) this.deps.fleet.statusPersisted(id, status);
+    return { matchedCount: result.matchedCount, modifiedCount: result.modifiedCount };
+  }
+
+  private async delete(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope, bound: string | null): Promise<Record<string, unknown>> {
+    const { name, collection } = this.collection(scope, envelope);
+    if (!isPlainObject(envelope.filter)) throw new ManagerError('invalid_envelope', 'filter: is required, an object', 400);
+    if (bound !== null && name === 'clusters') throw new ManagerError('protected_field', 'clusters: a server\'s key cannot delete its cluster', 403);
+    const result = await collection.deleteMany(this.boundFilter(name, envelope.filter, bound));
+    return { deletedCount: result.deletedCount };
+  }
+}
+
+export const unknownMethod = (method: string) =>
+  new ManagerError('unknown_method', `method: "${method}" is not a manager method (${MANAGER_METHODS.join(', ')})`, 400);

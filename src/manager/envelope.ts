@@ -1,0 +1,50 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/** SPEC 13.3: what `/manager` does. Keys are authorized for `manager.<method>` (a `manager` grant covers all). */
+export const MANAGER_METHODS = ['object.update', 'object.delete', 'createServer', 'terminateServer'] as const;
+export type ManagerMethod = (typeof MANAGER_METHODS)[number];
+/** Collections the manager writes in the parent scope. */
+export const MANAGER_COLLECTIONS = ['servers', 'clusters'] as const;
+
+const Id = Type.String({ minLength: 1, maxLength: 256 });
+const Deployment = Type.Object(
+  { cloud: Type.String({ minLength: 1, maxLength: 64, description: 'The provider API that makes the server (e.g. local, hetzner)' }) },
+  { additionalProperties: true, description: "Where and how: `cloud` names the provider; the rest is the provider's" },
+);
+
+export const ManagerEnvelope = Type.Object(
+  {
+    method: Type.String({ description: 'object.update, object.delete, createServer or terminateServer', examples: ['createServer'] }),
+    apikey: Type.Optional(Type.Unknown({ description: 'Key, when not sent as a Bearer token' })),
+    collection: Type.Optional(Type.String({ description: 'object.update / object.delete: servers or clusters' })),
+    filter: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    update: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    cluster: Type.Optional(Type.Union([Id, Type.Object({ _id: Id }, { additionalProperties: true })], { description: 'createServer / terminateServer: the cluster (id)' })),
+    deployment: Type.Optional(Deployment),
+    server_id: Type.Optional(Id),
+    api: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The provider API the key is authorized for; must match deployment.cloud' })),
+  },
+  {
+    additionalProperties: true,
+    $id: 'ManagerEnvelope',
+    examples: [
+      { method: 'createServer', cluster: '0190c0ffee0000c1a5', deployment: { cloud: 'local', workers: 1 } },
+      { method: 'object.update', collection: 'servers', filter: { _id: '0190c0ffee0000b0b0' }, update: { $set: { 'master.status': 'running' } } },
+    ],
+  },
+);
+export type ManagerEnvelope = Static<typeof ManagerEnvelope>;
+
+export const ManagerReply = Type.Object(
+  {
+    server_id: Type.Optional(Type.String()),
+    cluster_id: Type.Optional(Type.String()),
+    instanceId: Type.Optional(Type.String()),
+    status: Type.Optional(Type.String()),
+    matchedCount: Type.Optional(Type.Integer()),
+    modifiedCount: Type.Optional(Type.Integer()),
+    deletedCount: Type.Optional(Type.Integer()),
+    provider: Type.Optional(Type.Unknown({ description: "terminateServer: the provider's answer" })),
+  },
+  { $id: 'ManagerReply', description: 'createServer / terminateServer: the server and its status; object.*: counts', examples: [{ server_id: '0190c0ffee0000b0b0', cluster_id: '0190c0ffee0000c1a5', instanceId: 'fp-local-6c1f0d2a9b3e4f50', status: 'starting' }] },
+);

@@ -1,0 +1,172 @@
+import { Agent, request, type Dispatcher } from 'undici';
+import type { AuthorizedEnvelope } from '../auth/envelope.js';
+import type { ResolvedConfig } from '../config/schema.js';
+import { RateLimitedWarnings } from '../logging/rate-limited.js';
+import { managerUrl, type ManagerConnection } from './connection.js';
+import { ManagerError } from './errors.js';
+import type { ManagerLog } from './log.js';
+import type { CreateServerInput, CreateServerResult, TerminateServerInput, TerminateServerResult } from './fleet.js';
+
+export type { ManagerLog } from './log.js';
+
+/** The parent-side commands (`ManagedFleet`); a server that manages no fleet has none. */
+export interface FleetCommands {
+  createServer(input: CreateServerInput): Promise<CreateServerResult>;
+  terminateServer(input: TerminateServerInput): Promise<TerminateServerResult>;
+}
+
+/** The parent's `/manager` envelopes (`ManagerCommands`). */
+export interface ManagerEnvelopeHandler {
+  handle(envelope: AuthorizedEnvelope): Promise<Record<string, unknown>>;
+}
+
+export interface ManagerOptions {
+  config: ResolvedConfig['manager'];
+  connection: ManagerConnection;
+  log: ManagerLog;
+  fleet?: FleetCommands;
+  commands?: ManagerEnvelopeHandler;
+  /** The HTTP client of `send` (default: an agent of its own). */
+  dispatcher?: Dispatcher;
+}
+
+/** Fields of an authorized envelope that belong to the caller here, not to the parent (SPEC 13.1). */
+const CALLER_SCOPE = new Set(['organization_id', 'host', 'user', 'socket', 'apikey']);
+const MAX_REPLY_BYTES = 1024 * 1024;
+/** Mirrors waiting on a slow parent at once; past it a save is not mirrored, so a slow parent costs no memory. */
+const MAX_MIRRORS_IN_FLIGHT = 64;
+/** Mirror failures come from the parent's state, not from this server: a parent down must not flood the log. */
+const FAILURE_LINES = { max: 10, windowMs: 10_000 };
+
+const hidden = (value: unknown): PropertyDescriptor => ({ value, enumerable: false, writable: false, configurable: false });
+
+/**
+ * `server.manager` (SPEC 13.1). Only `organization_id` and `host` are enumerable: `JSON.stringify`, inventory
+ * writes and log lines that take the object carry no key and no function.
+ */
+export class Manager {
+  readonly organization_id: string | null;
+  readonly host: string | null;
+  declare readonly apiKey: string | undefined;
+  declare readonly config: ResolvedConfig['manager'];
+  declare readonly http: Dispatcher;
+  declare readonly send: (envelope: Record<string, unknown>) => Promise<unknown>;
+  declare readonly createServer: FleetCommands['createServer'];
+  declare readonly terminateServer: FleetCommands['terminateServer'];
+  declare private readonly log: ManagerLog;
+  declare private readonly commands: ManagerEnvelopeHandler | undefined;
+  declare private readonly failures: RateLimitedWarnings;
+  declare private mirroring: number;
+
+  constructor(options: ManagerOptions) {
+    this.organization_id = options.connection.organization_id;
+    this.host = options.connection.host;
+    const unavailable = () => Promise.reject(new ManagerError('unavailable', 'this server manages no fleet', 503));
+    Object.defineProperties(this, {
+      apiKey: hidden(options.config.apiKey),
+      config: hidden(options.config),
+      http: hidden(options.dispatcher ?? new Agent({ keepAliveTimeout: 4_000, connections: 8 })),
+      log: hidden(options.log),
+      commands: hidden(options.commands),
+      failures: hidden(new RateLimitedWarnings({ ...FAILURE_LINES, what: 'manager mirror failures', log: options.log })),
+      mirroring: { value: 0, enumerable: false, writable: true },
+      send: hidden((envelope: Record<string, unknown>) => this.sendToParent(envelope)),
+      createServer: hidden(options.fleet ? options.fleet.createServer.bind(options.fleet) : unavailable),
+      terminateServer: hidden(options.fleet ? options.fleet.terminateServer.bind(options.fleet) : unavailable),
+    });
+  }
+
+  get managed(): boolean {
+    return this.organization_id !== null && this.host !== null && this.apiKey !== undefined;
+  }
+
+  /** SPEC 13.3: an authorized `/manager` envelope, on a server that manages a fleet. */
+  handle(envelope: AuthorizedEnvelope): Promise<Record<string, unknown>> {
+    if (!this.commands) return Promise.reject(new ManagerError('unavailable', 'this server manages no fleet', 503));
+    return this.commands.handle(envelope);
+  }
+
+  /**
+   * SPEC 13.2: after a successful `state.save`, the same section goes to the parent once. The save never waits
+   * for it; a failure is one warning, never retried or queued (the next save carries the newer state anyway).
+   */
+  mirrorSave(serverId: string, _clusterId: string, section: string, fields: Record<string, unknown>): void {
+    if (!this.managed) return;
+    // Only the section: where the record belongs is the parent's to say (its copy was made with the cluster).
+    const set: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(fields)) if (value !== undefined) set[`${section}.${name}`] = value;
+    if (this.mirroring >= MAX_MIRRORS_IN_FLIGHT) {
+      this.failures.warn(this.log, { server: serverId, section, code: 'parent_busy', inFlight: this.mirroring }, 'mirroring an inventory save to the manager skipped: the manager has not answered the earlier ones');
+      return;
+    }
+    const envelope = { method: 'object.update', collection: 'servers', filter: { _id: serverId }, update: { $set: set } };
+    this.mirroring++;
+    // Sent on the next turn: the save resolves first, and its caller never pays for the request either.
+    new Promise((resolve) => setImmediate(resolve))
+      .then(() => this.sendToParent(envelope))
+      .catch((error: unknown) => {
+        const code = error instanceof ManagerError ? error.code : 'parent_failed';
+        this.failures.warn(this.log, { server: serverId, section, code, reason: error instanceof Error ? error.message : String(error) }, 'mirroring an inventory save to the manager failed');
+      })
+      .finally(() => this.mirroring--);
+  }
+
+  async close(): Promise<void> {
+    await this.http.close().catch(() => undefined);
+  }
+
+  private async sendToParent(envelope: Record<string, unknown>): Promise<unknown> {
+    if (!this.managed) throw new ManagerError('unmanaged', 'this server has no manager', 503);
+    const body: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(envelope)) if (!CALLER_SCOPE.has(name)) body[name] = value;
+    const url = managerUrl(this.host!);
+    let reply: Dispatcher.ResponseData;
+    try {
+      reply = await request(url, {
+        method: 'POST',
+        dispatcher: this.http,
+        headers: { authorization: `Bearer ${this.apiKey!}`, 'content-type': 'application/json', accept: 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.config.timeoutMs),
+      });
+    } catch (error) {
+      const timedOut = error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
+      throw timedOut
+        ? new ManagerError('parent_timeout', `the manager did not answer within ${this.config.timeoutMs} ms`, 504)
+        : new ManagerError('parent_unreachable', 'the manager could not be reached', 502, { cause: error });
+    }
+    const text = await readCapped(reply.body);
+    if (reply.statusCode >= 400) {
+      throw new ManagerError('parent_failed', `the manager answered ${reply.statusCode}${errorCode(text)}`, 502);
+    }
+    try {
+      return text === '' ? null : JSON.parse(text);
+    } catch {
+      throw new ManagerError('parent_failed', 'the manager answered with a body that is not JSON', 502);
+    }
+  }
+}
+
+async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string> {
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_REPLY_BYTES) {
+      body.destroy();
+      throw new ManagerError('parent_failed', 'the manager answered with a body larger than 1 MiB', 502);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The parent's error code, when it answered in the one error shape: enough to tell a 403 from a 400. */
+function errorCode(text: string): string {
+  try {
+    const code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
+    return typeof code === 'string' ? ` (${code.slice(0, 64)})` : '';
+  } catch {
+    return '';
+  }
+}
