@@ -7,6 +7,7 @@ import { ensureStandardIndexes } from '../../src/db/open.js';
 import { freePort, request, tempDir, type ServerProcess } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
 import { meshConfig, startMeshServer } from '../mesh/helpers.js';
+import { until } from './manager-fixture.js';
 
 // Two server processes (the parent P and its child C), each with a worker: slow on a busy machine.
 t.setTimeout(180_000);
@@ -16,16 +17,6 @@ const FAILED_LINE = 'mirroring an inventory save to the manager failed';
 const warningsOf = (server: ServerProcess) => server.events.filter((event) => event.msg === FAILED_LINE);
 type Mirror = { from: string; updatedAt: unknown };
 type Record_ = { _id: string; master?: { status?: string; updatedAt?: string } };
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /**
  * The road to P's `/manager`: counts every envelope that reaches it (by the server whose record it updates)

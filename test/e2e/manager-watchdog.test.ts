@@ -1,28 +1,15 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import t from 'tap';
 import { planApply } from '../../src/crud/apply-resources.js';
-import { EmbeddedStore } from '../../src/db/embedded/store.js';
-import { ensureStandardIndexes } from '../../src/db/open.js';
-import { request, tempDir, type ServerProcess } from '../helpers/server-process.js';
-import { dataDirWithTenants } from '../helpers/tenants.js';
+import { request, type ServerProcess } from '../helpers/server-process.js';
 import { meshConfig, startMeshServer } from '../mesh/helpers.js';
+import { platformWithTenant, until } from './manager-fixture.js';
 
 t.setTimeout(120_000);
 
 const MISSED_LINE = 'managed server did not confirm its startup in time';
 type Record_ = { _id: string; master?: { status?: string } };
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /**
  * A cloud that answers every creation with an instance id and starts nothing; it refuses to terminate the
@@ -46,22 +33,10 @@ async function emptyCloud(refused: Set<string>) {
 }
 
 t.test('a server that never starts is logged once by id; a refused termination leaves it failed in both copies with no cleanup', async (t) => {
-  const { dataDir: parentDir, tenants } = await dataDirWithTenants([
-    { name: 'platform', hosts: ['localhost', '127.0.0.1'] },
-    { name: 'acme', hosts: ['acme.test'] },
-  ]);
-  const [platform, acme] = tenants as [(typeof tenants)[0], (typeof tenants)[0]];
-  const tenantDb = path.join(tempDir(), 'acme.db');
-  const tenantStore = await EmbeddedStore.open(tenantDb);
-  await ensureStandardIndexes(tenantStore);
-  const parentStore = await EmbeddedStore.open(path.join(parentDir, 'fleetplane.db'));
+  const { parentDir, parentDb, platform, acme, tenantDb, parentStore, tenantStore } = await platformWithTenant(t);
   const refused = new Set(['empty-1']);
   const cloud = await emptyCloud(refused);
-  t.teardown(async () => {
-    await cloud.close();
-    await tenantStore.close();
-    await parentStore.close();
-  });
+  t.teardown(() => cloud.close());
   // The platform's provider API "empty": `create` and `terminate` go straight to it (no workflow).
   const apis = [{ name: 'empty', baseUrl: cloud.url, endpoints: { create: { method: 'post', path: '/create' }, terminate: { method: 'post', path: '/terminate' } } }];
   await (await planApply(parentStore, platform.organization_id, { apis } as never)).write();
@@ -69,7 +44,7 @@ t.test('a server that never starts is logged once by id; a refused termination l
   const servers: ServerProcess[] = [];
   t.teardown(() => Promise.all(servers.map((server) => server.stop())));
   const parent = await startMeshServer({
-    ...meshConfig('platform-p', path.join(parentDir, 'fleetplane.db'), { workers: 1, dataDir: parentDir }),
+    ...meshConfig('platform-p', parentDb, { workers: 1, dataDir: parentDir }),
     server: { id: 'platform-p', cluster: 'platform' },
     mesh: { enabled: false },
     manager: { startupTimeoutMs: 1_000, cleanupDelayMs: 500, activation: false },
