@@ -1,6 +1,7 @@
 import type { Authorizer } from '../auth/authorize.js';
 import type { Store } from '../db/types.js';
 import { createManagerServices, type ManagerServices } from '../manager/compose.js';
+import type { ManagerConnection } from '../manager/connection.js';
 import { LocalProvider } from '../manager/local-provider.js';
 import { systemClock } from '../runtime/clock.js';
 import type { RequestResult } from '../ipc/handlers.js';
@@ -18,6 +19,7 @@ export async function openAutomationAndManager(
   data: { db: Store; authorize: Authorizer; secrets: SecretKeyring },
   events: ServerEmitter,
   request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>,
+  connection: ManagerConnection,
 ): Promise<{ automation: Automation; managed: ManagerServices }> {
   const automation = openAutomation({
     db: data.db,
@@ -28,7 +30,7 @@ export async function openAutomationAndManager(
     authorize: data.authorize,
     builtinProviders: { local: openLocalProvider(identity) },
   });
-  return { automation, managed: await openManager(identity, data, automation) };
+  return { automation, managed: await openManager(identity, data, automation, connection) };
 }
 
 /** The built-in `local` provider (SPEC 13.4) of this process, answered for the platform organization only. */
@@ -37,8 +39,11 @@ export function openLocalProvider(identity: ServerIdentity): LocalProvider {
   return new LocalProvider({ log: identity.log.child({ component: 'local-provider' }), ...(root ? { root } : {}) });
 }
 
-/** SPEC 13: `server.manager` over the store, the authorizer's platform organization and the provider path. */
-export async function openManager(identity: ServerIdentity, data: { db: Store; authorize: Authorizer }, automation: Automation): Promise<ManagerServices> {
+/**
+ * SPEC 13: `server.manager` with the connection the primary resolved, over the store, the authorizer's platform
+ * organization and the provider path.
+ */
+export async function openManager(identity: ServerIdentity, data: { db: Store; authorize: Authorizer }, automation: Automation, connection: ManagerConnection): Promise<ManagerServices> {
   return createManagerServices({
     serverId: identity.id,
     config: identity.config,
@@ -48,5 +53,6 @@ export async function openManager(identity: ServerIdentity, data: { db: Store; a
     workflows: automation.workflow,
     log: identity.log.child({ component: 'manager' }),
     clock: systemClock,
+    connection,
   });
 }

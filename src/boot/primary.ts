@@ -17,6 +17,7 @@ import { primaryIpc } from './ipc.js';
 import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
 import { openAutomationAndManager } from './manager.js';
+import { resolveConnection } from '../manager/connection.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 
 /**
@@ -39,14 +40,16 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   // After a rolling restart or a recycle, this line is how an operator tells which pids serve.
   events.on('worker:ready', ({ workerId, pid }) => log.info({ targetWorker: workerId, pid }, 'worker ready'));
   const data = await openServerData(resolved, log, secrets, { sealAtStart: true });
+  // Resolved once here: workers are handed it at fork and never look it up in the store themselves.
+  const managerConnection = await resolveConnection(resolved.manager, data.db, serverId);
 
   const channels = new PrimaryChannels();
   const local = decision.count === 0 ? inProcessWorker(identity, events, channels) : undefined;
-  const primary = new PrimaryRuntime({ config: resolved, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
+  const primary = new PrimaryRuntime({ config: resolved, manager: managerConnection, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
   const host = new PrimaryHost(primary, local);
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
-  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs));
+  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
   const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, primary, channels, local);
   events.on('organization.active', ({ organization_id }) => void managed.activation?.organizationActive(organization_id));
   const lifecycle = await openNodeLifecycle({

@@ -1,4 +1,3 @@
-import type { ResolvedConfig } from '../config/schema.js';
 import { createLogger } from '../logging/logger.js';
 import { serverEvents } from '../runtime/events.js';
 import { WorkerRuntime } from '../runtime/worker.js';
@@ -10,14 +9,14 @@ import { workerIpc } from './ipc.js';
 import { workerMesh } from './mesh.js';
 import { openAutomationAndManager } from './manager.js';
 import { INTERNAL_ENV, type InitOptions } from './options.js';
-import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from '../runtime/messages.js';
+import { isInternalMessage, type PrimaryToWorker, type WorkerBoot, type WorkerToPrimary } from '../runtime/messages.js';
 
 /**
  * A worker's boot: the resolved config, identity and total from the primary; the same keys and store; the
  * runtime; storage replica, IPC client, state and automation; the server object; then the app it serves.
  */
 export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): Promise<Server> {
-  const resolved = await configFromPrimary();
+  const { config: resolved, manager: managerConnection } = await bootFromPrimary();
   const workerId = Number(env[INTERNAL_ENV.worker]);
   const serverId = env[INTERNAL_ENV.serverId]!;
   const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
@@ -30,7 +29,7 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const host = new WorkerHost(runtime, Number(env[INTERNAL_ENV.total]));
   const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
-  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs));
+  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
   const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, runtime);
   const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager });
   runtime.onStopped(async () => {
@@ -43,15 +42,17 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
 }
 
 /**
- * The resolved config, asked of the primary over IPC as the worker's first message. It is never put in the
- * worker's environment, which other processes of the same user can read (`/proc/<pid>/environ`).
+ * The resolved config and the manager's connection, asked of the primary over IPC as the worker's first
+ * message. They are never put in the worker's environment, which other processes of the same user can read
+ * (`/proc/<pid>/environ`).
  */
-function configFromPrimary(): Promise<ResolvedConfig> {
+function bootFromPrimary(): Promise<WorkerBoot> {
   return new Promise((resolve, reject) => {
     const onMessage = (message: unknown) => {
       if (!isInternalMessage(message) || message.fp !== 'boot') return;
       done();
-      resolve((message as Extract<PrimaryToWorker, { fp: 'boot' }>).config);
+      const { config, manager } = message as Extract<PrimaryToWorker, { fp: 'boot' }>;
+      resolve({ config, manager });
     };
     const onDisconnect = () => {
       done();

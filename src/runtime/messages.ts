@@ -17,13 +17,22 @@ export type WorkerToPrimary =
   | RpcReply;
 
 export type PrimaryToWorker =
-  | { fp: 'boot'; config: ResolvedConfig }
+  | ({ fp: 'boot' } & WorkerBoot)
   | { fp: 'conn'; secure: boolean }
   | { fp: 'shutdown'; reason: string }
   | { fp: 'fleet'; ready: boolean }
   | ChannelMessage
   | RpcCall
   | RpcReply;
+
+/**
+ * What a worker is given at fork, over IPC: the resolved config and what the primary resolved from its store
+ * at boot (the manager's connection fields, SPEC 13.1), so no worker repeats that lookup.
+ */
+export interface WorkerBoot {
+  config: ResolvedConfig;
+  manager: { organization_id: string | null; host: string | null };
+}
 
 /** A message of a named stream (storage, ipc envelopes...) that a subsystem registers on both sides. */
 export interface ChannelMessage {

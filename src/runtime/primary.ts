@@ -18,6 +18,7 @@ import type { PrimaryChannels } from './channels.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { ReadinessGrace } from './readiness-grace.js';
 import { assertSafeEnv, nodeOptionsWarning } from '../config/guards.js';
+import type { WorkerBoot } from './messages.js';
 
 /**
  * Node flags every worker starts with, before the operator's `workers.execArgv` (a later flag wins). V8 grows
@@ -28,6 +29,8 @@ export const WORKER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
 
 export interface PrimaryOptions {
   config: ResolvedConfig;
+  /** The manager's connection, resolved once here and handed to each worker at fork (SPEC 13.1). */
+  manager: WorkerBoot['manager'];
   serverId: string;
   workerCount: number;
   log: Logger;
@@ -92,6 +95,7 @@ export class PrimaryRuntime {
     if (options.workerCount > 0) {
       this.fleet = new Fleet({
         config,
+        manager: options.manager,
         serverId: options.serverId,
         target: options.workerCount,
         log,

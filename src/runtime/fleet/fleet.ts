@@ -1,7 +1,7 @@
 import type { Logger } from '../../logging/logger.js';
 import type { ResolvedConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
-import type { WorkerToPrimary } from '../messages.js';
+import type { WorkerBoot, WorkerToPrimary } from '../messages.js';
 import type { RpcChannel } from '../rpc.js';
 import type { RecycleReason, ServerEmitter } from '../events.js';
 import type { PrimaryMetrics } from '../metrics.js';
@@ -22,6 +22,8 @@ export type { RestartWorkersOptions } from './rolling-restart.js';
 
 export interface FleetDeps {
   config: ResolvedConfig;
+  /** The manager's connection the primary resolved, handed to each worker at fork. */
+  manager: WorkerBoot['manager'];
   serverId: string;
   target: number;
   log: Logger;
@@ -66,6 +68,7 @@ export class Fleet {
     const isStopping = () => this.stopping;
     this.spawner = new WorkerSpawner({
       config,
+      manager: deps.manager,
       serverId: deps.serverId,
       fork: deps.forkWorker,
       clock,

@@ -1,7 +1,7 @@
 import type { Logger } from '../../logging/logger.js';
 import type { ResolvedConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
-import { isInternalMessage, type WorkerToPrimary } from '../messages.js';
+import { isInternalMessage, type WorkerBoot, type WorkerToPrimary } from '../messages.js';
 import { RpcChannel } from '../rpc.js';
 import type { PrimaryChannels } from '../channels.js';
 import type { ForkPort } from './ports.js';
@@ -9,6 +9,8 @@ import type { FleetEvents, WorkerRecord } from './worker-record.js';
 
 export interface SpawnerDeps {
   config: ResolvedConfig;
+  /** Resolved by the primary at boot, handed to each worker with the config. */
+  manager: WorkerBoot['manager'];
   serverId: string;
   fork: ForkPort;
   clock: Clock;
@@ -83,7 +85,7 @@ export class WorkerSpawner {
     worker.onMessage((message) => {
       if (!isInternalMessage(message)) return;
       // The config travels over IPC: a worker's environment is readable by the user's other processes.
-      if (message.fp === 'boot') return worker.send({ fp: 'boot', config });
+      if (message.fp === 'boot') return worker.send({ fp: 'boot', config, manager: this.deps.manager });
       if (message.fp === 'ready') {
         cancelReadyTimeout();
         markReady(true);

@@ -22,6 +22,7 @@ function setup(object: Record<string, unknown> = {}) {
   let ready = true;
   const fleet = new Fleet({
     config,
+    manager: { organization_id: 'platform-org', host: 'https://parent.example' },
     serverId: 'fleet-test',
     target: config.workers.count as number,
     log: silentLog,
@@ -55,6 +56,7 @@ t.test('start forks one worker per slot through the fork port, with the internal
   port.workers[0]!.say({ fp: 'boot' });
   const [boot] = port.workers[0]!.sentOf('boot');
   t.equal(boot?.config.workers.count, 3, 'a worker asking for its config gets it over IPC');
+  t.same(boot?.manager, { organization_id: 'platform-org', host: 'https://parent.example' }, 'and the manager connection the primary resolved, so it reads no store for it');
   t.equal(channels.endpoints().length, 0, 'no channel endpoint before a worker reports its listener installed');
   for (const worker of port.workers) worker.say({ fp: 'ch', channel: CHANNELS_READY, payload: null });
   t.equal(channels.endpoints().length, 3, 'each forked worker is a channel endpoint once listening');
