@@ -13,20 +13,10 @@ import services, { type RouteContext } from './plugins/services.js';
 import httpMetrics from './plugins/http-metrics.js';
 import authorize from './plugins/authorize.js';
 import envelope from './plugins/envelope.js';
-import openapi from './plugins/openapi.js';
-import shed from './plugins/shed.js';
 import httpHabits from './plugins/http-habits.js';
-import staticFiles from './plugins/static.js';
 import { requestIdFor } from './src/http/request-id.js';
-import health from './routes/health.js';
 import control from './routes/control.js';
-import ws from './routes/ws.js';
 import metrics from './routes/metrics.js';
-import api from './routes/api.js';
-import workflows from './routes/workflows.js';
-import webhooks from './routes/webhooks.js';
-import crud from './routes/crud.js';
-import manager from './routes/manager.js';
 
 export interface BuildAppOptions {
   server: RouteContext;
@@ -98,16 +88,38 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
     await app.register(control);
     await app.register(metrics);
   } else {
+    const { openapi, shed, staticFiles, routes } = await fullSurface();
     await app.register(openapi);
     await app.register(shed);
     // SPEC 9.3: the embedding application's routes come first, and a built-in route with the same method and
     // path steps aside instead of failing the boot.
     if (options.extend) await app.register(options.extend);
-    for (const routes of [health, metrics, control, ws, api, workflows, webhooks, crud, manager] as FastifyPluginAsync[]) await app.register(yieldingTo(routes));
+    for (const plugin of routes) await app.register(yieldingTo(plugin));
     await app.register(staticFiles, { static: config.http.static });
   }
   await app.ready();
   return { app: app as unknown as FastifyInstance, http, https };
+}
+
+/**
+ * What only the full surface serves (docs, static files, probes, the WebSocket and envelope routes), loaded when
+ * that surface is built: a primary builds the control surface alone and never holds their code.
+ */
+async function fullSurface() {
+  const [openapi, shed, staticFiles, health, ws, api, workflows, webhooks, crud, manager] = await Promise.all([
+    import('./plugins/openapi.js'),
+    import('./plugins/shed.js'),
+    import('./plugins/static.js'),
+    import('./routes/health.js'),
+    import('./routes/ws.js'),
+    import('./routes/api.js'),
+    import('./routes/workflows.js'),
+    import('./routes/webhooks.js'),
+    import('./routes/crud.js'),
+    import('./routes/manager.js'),
+  ]);
+  const routes = [health.default, metrics, control, ws.default, api.default, workflows.default, webhooks.default, crud.default, manager.default] as FastifyPluginAsync[];
+  return { openapi: openapi.default, shed: shed.default, staticFiles: staticFiles.default, routes };
 }
 
 const SHORTHANDS = ['get', 'head', 'post', 'put', 'delete', 'patch', 'options'] as const;

@@ -37,7 +37,8 @@ const crud: FastifyPluginAsyncTypebox = async (app) => {
       },
       preHandler: app.authorizeEnvelope,
     },
-    async (request) => runCrud(app.db, request.envelope!, { maxCollections: app.fleetplane.config.db?.maxCollectionsPerOrganization }),
+    // The body schema is `CrudEnvelope` itself, so the engine checks only the per-method rules.
+    async (request) => runCrud(app.db, request.envelope!, { maxCollections: app.fleetplane.config.db?.maxCollectionsPerOrganization, schemaChecked: true }),
   );
 };
 

@@ -50,16 +50,24 @@ export function isCrudMethod(method: unknown): method is CrudMethod {
   return typeof method === 'string' && (CRUD_METHODS as readonly string[]).includes(method);
 }
 
-/** Validates an envelope (authorized or not): 400 naming the first wrong field. */
-export function parseCrudEnvelope(envelope: Readonly<Record<string, unknown>>): CrudEnvelope {
-  const own = Object.fromEntries(Object.entries(envelope).filter(([key]) => !RESOLVED.has(key)));
-  const violation = schemaViolation(envelopeCheck, own);
-  if (violation) throw new CrudError('invalid_envelope', violation, 400);
-  const valid = own as CrudEnvelope;
+/**
+ * Validates an envelope (authorized or not): 400 naming the first wrong field. `schemaChecked` says the caller's
+ * own fields already passed `CrudEnvelope` (the HTTP route's body schema, compiled without coercion or removal of
+ * fields), so only the per-method rules remain.
+ */
+export function parseCrudEnvelope(envelope: Readonly<Record<string, unknown>>, options: { schemaChecked?: boolean } = {}): CrudEnvelope {
+  let valid: CrudEnvelope;
+  if (options.schemaChecked) valid = envelope as CrudEnvelope;
+  else {
+    const own = Object.fromEntries(Object.entries(envelope).filter(([key]) => !RESOLVED.has(key)));
+    const violation = schemaViolation(envelopeCheck, own);
+    if (violation) throw new CrudError('invalid_envelope', violation, 400);
+    valid = own as CrudEnvelope;
+  }
   const fields = FIELDS[valid.method];
   for (const field of fields.required) if (valid[field as keyof CrudEnvelope] === undefined) throw new CrudError('invalid_envelope', `${field}: is required by ${valid.method}`, 400);
   for (const field of Object.keys(valid)) {
-    if (!COMMON.has(field) && !fields.allowed.includes(field)) throw new CrudError('invalid_envelope', `${field}: not used by ${valid.method}`, 400);
+    if (!COMMON.has(field) && !RESOLVED.has(field) && !fields.allowed.includes(field)) throw new CrudError('invalid_envelope', `${field}: not used by ${valid.method}`, 400);
   }
   return valid;
 }

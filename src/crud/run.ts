@@ -59,6 +59,8 @@ async function create(
 export interface CrudOptions {
   /** Collections an organization may create besides the SPEC 7.2 ones (`db.maxCollectionsPerOrganization`). */
   maxCollections?: number;
+  /** The envelope's own fields already passed the `CrudEnvelope` schema (see `parseCrudEnvelope`). */
+  schemaChecked?: boolean;
 }
 
 async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope, options: CrudOptions): Promise<CrudResult> {
@@ -94,7 +96,7 @@ async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope,
  */
 export async function runCrud(store: Store | undefined, authorized: Readonly<Record<string, unknown>> & CrudCaller, options: CrudOptions = {}): Promise<CrudResult> {
   if (!store) throw new CrudError('unavailable', 'the data store is not available on this server', 503);
-  const envelope = parseCrudEnvelope(authorized);
+  const envelope = parseCrudEnvelope(authorized, { schemaChecked: options.schemaChecked });
   try {
     return await execute(store, authorized, envelope, options);
   } catch (error) {

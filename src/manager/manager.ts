@@ -1,4 +1,5 @@
-import { Agent, request, type Dispatcher } from 'undici';
+import { createRequire } from 'node:module';
+import type { Dispatcher } from 'undici';
 import type { AuthorizedEnvelope } from '../auth/envelope.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
@@ -38,6 +39,9 @@ const MAX_MIRRORS_IN_FLIGHT = 64;
 /** Mirror failures come from the parent's state, not from this server: a parent down must not flood the log. */
 const FAILURE_LINES = { max: 10, windowMs: 10_000 };
 
+/** The HTTP client, loaded on first use: most servers never reach a manager and need not hold its code. */
+const undici = () => createRequire(import.meta.url)('undici') as typeof import('undici');
+
 const hidden = (value: unknown): PropertyDescriptor => ({ value, enumerable: false, writable: false, configurable: false });
 
 /**
@@ -57,6 +61,7 @@ export class Manager {
   declare private readonly commands: ManagerEnvelopeHandler | undefined;
   declare private readonly failures: RateLimitedWarnings;
   declare private mirroring: number;
+  declare private dispatcher: Dispatcher | undefined;
 
   constructor(options: ManagerOptions) {
     this.organization_id = options.connection.organization_id;
@@ -65,7 +70,8 @@ export class Manager {
     Object.defineProperties(this, {
       apiKey: hidden(options.config.apiKey),
       config: hidden(options.config),
-      http: hidden(options.dispatcher ?? new Agent({ keepAliveTimeout: 4_000, connections: 8 })),
+      dispatcher: { value: options.dispatcher, enumerable: false, writable: true },
+      http: { get: () => (this.dispatcher ??= new (undici().Agent)({ keepAliveTimeout: 4_000, connections: 8 })), enumerable: false, configurable: false },
       log: hidden(options.log),
       commands: hidden(options.commands),
       failures: hidden(new RateLimitedWarnings({ ...FAILURE_LINES, what: 'manager mirror failures', log: options.log })),
@@ -112,7 +118,7 @@ export class Manager {
   }
 
   async close(): Promise<void> {
-    await this.http.close().catch(() => undefined);
+    await this.dispatcher?.close().catch(() => undefined);
   }
 
   private async sendToParent(envelope: Record<string, unknown>): Promise<unknown> {
@@ -122,7 +128,7 @@ export class Manager {
     const url = managerUrl(this.host!);
     let reply: Dispatcher.ResponseData;
     try {
-      reply = await request(url, {
+      reply = await undici().request(url, {
         method: 'POST',
         dispatcher: this.http,
         headers: { authorization: `Bearer ${this.apiKey!}`, 'content-type': 'application/json', accept: 'application/json' },

@@ -1,8 +1,11 @@
+import Fastify from 'fastify';
 import t from 'tap';
 import WebSocket from 'ws';
 import type { AddressInfo } from 'node:net';
 import { key } from '../auth/fixtures/tenants.js';
 import { automationApp, postJson } from '../api/fixtures/app.js';
+import crudRoutes from '../../routes/crud.js';
+import { CrudEnvelope, parseCrudEnvelope } from '../../src/crud/envelope.js';
 
 const fixture = await automationApp();
 t.teardown(() => fixture.close());
@@ -119,4 +122,24 @@ t.test('the same envelopes over the WebSocket', async (t) => {
   for (let i = 0; i < 6; i++) t.match(await ask({ requestId: `dup-${i}`, method: 'object.create', collection: 'servers_config', documents: [{ name: 'routing', type: 'routing' }] }), { ok: false, error: { code: 'duplicate_key' } });
   t.equal(socket.readyState, WebSocket.OPEN, 'refused CRUD envelopes do not count as abuse');
   t.match(await ask({ requestId: 4, method: 'object.read', collection: 'x', bogus: 1 }), { ok: false, error: { code: 'invalid_envelope', message: /^bogus: unknown field/ } });
+});
+
+t.test('the route checks its body against the very CrudEnvelope schema the engine then trusts', async (t) => {
+  const bare = Fastify({ ajv: { customOptions: { removeAdditional: false, coerceTypes: false } } });
+  t.teardown(() => bare.close());
+  const schemas: unknown[] = [];
+  bare.addHook('onRoute', (route) => {
+    if (route.url === '/crud') schemas.push(route.schema?.body);
+  });
+  bare.decorate('authorizeEnvelope', async () => {});
+  await bare.register(crudRoutes);
+  t.same(schemas.length, 1);
+  t.equal(schemas[0], CrudEnvelope);
+});
+
+t.test('an envelope whose schema was checked still meets the per-method rules, resolved fields aside', async (t) => {
+  const resolved = { organization_id: 'o', host: 'h', user: null, socket: null };
+  t.throws(() => parseCrudEnvelope({ ...resolved, method: 'object.read', collection: 'apis', documents: [{}] }, { schemaChecked: true }), { code: 'invalid_envelope', message: /^documents: not used by object.read/ });
+  t.throws(() => parseCrudEnvelope({ ...resolved, method: 'object.delete', collection: 'apis' }, { schemaChecked: true }), { code: 'invalid_envelope', message: /^filter: is required/ });
+  t.same(parseCrudEnvelope({ ...resolved, method: 'object.read', collection: 'apis', filter: {} }, { schemaChecked: true }).filter, {});
 });

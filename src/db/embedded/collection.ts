@@ -8,20 +8,11 @@ import { assertFilter, assertFindOptions, assertUpdate, serializeDocument } from
 import type {
   Collection, DeleteResult, Document, Filter, FindOptions, IndexOptions, IndexSpec, NewDocument, Update, UpdateOptions, UpdateResult,
 } from '../types.js';
+import { compileFilter } from './filter.js';
 import { isConstraint } from './sqlite.js';
 import type { EmbeddedBackend } from './backend.js';
 
 type Row = Record<string, unknown> & { _id: string };
-
-function compileFilter(filter: Filter): ((document: Row) => boolean) | undefined {
-  if (Object.keys(filter).length === 0) return undefined;
-  try {
-    const query = new Query(filter, {});
-    return (document) => query.test(document);
-  } catch (error) {
-    throw new InvalidInputError(`invalid filter: ${(error as Error).message}`, { cause: error });
-  }
-}
 
 /** One collection of the embedded store; query semantics come from mingo over the stored JSON. */
 export class EmbeddedCollection<T extends Document> implements Collection<T> {
