@@ -1,0 +1,50 @@
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { CLI, ServerProcess, cleanEnv, tempDir } from '../helpers/server-process.js';
+
+function ctl(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, 'ctl', ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('exit', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+const scale = async (command: string, dataDir: string) => {
+  const reply = await ctl(['scale', command, '--json', '--data-dir', dataDir]);
+  if (reply.status !== 0) throw new Error(`ctl scale ${command}: ${reply.status} ${reply.stderr}`);
+  return JSON.parse(reply.stdout).replies[0].result;
+};
+
+t.test('an enabled autoscaler samples its server, decides for its cluster alone, and pauses and resumes through ctl scale', async (t) => {
+  const dataDir = tempDir();
+  const server = await ServerProcess.start({ workers: 1, dataDir, autoscaler: { enabled: true, intervalMs: 100 } });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(1);
+
+  let status = await scale('status', dataDir);
+  for (let attempt = 0; attempt < 100 && !(status.deciding && status.samples >= 2); attempt++) status = await scale('status', dataDir);
+  t.match(status, { paused: false, deciding: true }, 'the only running server of its cluster decides');
+  t.ok(status.samples >= 2, 'the primary and its worker are sampled every interval');
+
+  t.match(await scale('pause', dataDir), { paused: true });
+  t.match(await scale('status', dataDir), { paused: true }, 'the pause holds');
+  t.match(await scale('resume', dataDir), { paused: false });
+});
+
+t.test('a disabled autoscaler answers no autoscaler method', async (t) => {
+  const dataDir = tempDir();
+  const server = await ServerProcess.start({ workers: 1, dataDir });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(1);
+  const reply = await ctl(['scale', 'status', '--json', '--data-dir', dataDir]);
+  t.equal(reply.status, 1, 'the primary answers with an error');
+  t.equal(JSON.parse(reply.stdout).replies[0].ok, false);
+});
