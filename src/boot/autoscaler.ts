@@ -76,19 +76,26 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     if (!platform || typeof cloud !== 'string') throw new Error(`cluster ${cluster} names no initialDeployment.cloud to ask a provider`);
     return { organization_id: platform, cloud, data: { cluster_id: cluster, ...(serverIdOf ? { server_id: serverIdOf } : {}) } };
   };
-  const onMaster = async (target: string, method: string, extra: Record<string, unknown> = {}) => {
-    const result = await deps.request({ method, server: target, master: true, ...extra });
+  const onMaster = async (target: string, method: string, extra: Record<string, unknown> = {}, timeoutMs?: number) => {
+    const result = await deps.request({ method, server: target, master: true, ...extra }, timeoutMs);
     const reply = result.replies.find((candidate) => candidate.server === target);
     if (reply && !reply.ok) throw new Error(`${method} on ${target}: ${reply.error?.code}: ${reply.error?.message}`);
     return reply !== undefined;
   };
 
+  const drainTimeoutMs = config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000;
   const actions: ScaleActions = {
     scaleOut: async () => {
       if (manager.managed) await manager.send({ method: 'createServer', cluster });
       else await provider.create(await providerRequest());
     },
-    drain: (target) => onMaster(target, 'drain', { data: true }),
+    drain: async (target) => {
+      // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
+      if (await onMaster(target, 'drain', { data: true }, drainTimeoutMs)) return true;
+      // No answer: the node is gone, or too slow; a slow one is taken back into service rather than left drained.
+      void onMaster(target, 'drain', { data: false }).catch(() => undefined);
+      return false;
+    },
     undrain: async (target) => void (await onMaster(target, 'drain', { data: false })),
     setStatus: async (target, status) => void (await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } })),
     terminate: async (target) => {

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { Autoscaler, type AutoscalerDeps, type ScaleActions } from '../../src/autoscaler/service.js';
 import type { ClusterNode, Sample } from '../../src/autoscaler/decide.js';
+import { tenantViolation } from '../../src/auth/authority.js';
 import { FakeClock, settle } from '../helpers/fake-clock.js';
 
 const INTERVAL = 1_000;
@@ -191,4 +192,10 @@ t.test('the sweep runs every sweep interval, the first one after a full interval
   await f.scaler.stop();
   await run(f, 2 * SWEEP);
   t.equal(f.steps.filter((step) => step === 'sweep').length, 2, 'no sweep once stopped');
+});
+
+t.test('the autoscaler methods act on the server: platform keys only', async (t) => {
+  for (const method of ['autoscaler.status', 'autoscaler.pause', 'autoscaler.resume', 'autoscaler.signals']) {
+    t.match(tenantViolation({ method }), /only the platform organization may call it/, method);
+  }
 });

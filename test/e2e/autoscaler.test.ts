@@ -1,6 +1,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { CLI, ServerProcess, cleanEnv, tempDir } from '../helpers/server-process.js';
+import { CLI, ServerProcess, cleanEnv, request, tempDir } from '../helpers/server-process.js';
+import { dataDirWithTenants } from '../helpers/tenants.js';
 
 function ctl(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -37,6 +38,29 @@ t.test('an enabled autoscaler samples its server, decides for its cluster alone,
   t.match(await scale('pause', dataDir), { paused: true });
   t.match(await scale('status', dataDir), { paused: true }, 'the pause holds');
   t.match(await scale('resume', dataDir), { paused: false });
+});
+
+t.test("the cluster document's policy: a bad one is refused over /crud naming the field, a valid one is evaluated and its sizes are in the metrics", async (t) => {
+  const { dataDir, tenants } = await dataDirWithTenants([{ name: 'platform', hosts: ['platform.test'] }]);
+  const platform = tenants[0]!;
+  const server = await ServerProcess.start({ workers: 1, dataDir, autoscaler: { enabled: true, intervalMs: 100 } });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(1);
+  const crud = (body: Record<string, unknown>) => request(server.port, '/crud', { host: platform.host, key: platform.adminKey, body });
+
+  const refused = await crud({ method: 'object.create', collection: 'clusters', documents: [{ name: 'default', autoscaler: { minClusterSize: 2, maxClusterSize: 1 } }] });
+  t.equal(refused.status, 400);
+  t.match(refused.json().error, { code: 'invalid_policy', message: /autoscaler\.minClusterSize/ });
+  const created = await crud({ method: 'object.create', collection: 'clusters', documents: [{ name: 'default', autoscaler: { minClusterSize: 1, maxClusterSize: 1 } }] });
+  t.equal(created.status, 200, created.body);
+
+  let status = await scale('status', dataDir);
+  for (let attempt = 0; attempt < 100 && !status.lastDecision; attempt++) status = await scale('status', dataDir);
+  t.match(status, { policy: { minClusterSize: 1, maxClusterSize: 1 }, lastDecision: { action: 'none', current: 1, desired: 1 } }, 'the policy in force is the stored one');
+  const metrics = await request(server.port, '/metrics', { host: platform.host, key: platform.adminKey });
+  t.equal(metrics.status, 200);
+  t.match(metrics.body, /^fleetplane_autoscaler_current_size 1$/m);
+  t.match(metrics.body, /^fleetplane_autoscaler_desired_size 1$/m);
 });
 
 t.test('a disabled autoscaler answers no autoscaler method', async (t) => {
