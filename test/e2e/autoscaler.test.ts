@@ -1,22 +1,8 @@
 import t from 'tap';
-import { spawn } from 'node:child_process';
-import { CLI, ServerProcess, cleanEnv, request, tempDir } from '../helpers/server-process.js';
+import { ServerProcess, fleetplane, request, tempDir } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
 
-function ctl(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, 'ctl', ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.on('exit', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
-}
+const ctl = (args: string[]) => fleetplane(['ctl', ...args]);
 
 const scale = async (command: string, dataDir: string) => {
   const reply = await ctl(['scale', command, '--json', '--data-dir', dataDir]);

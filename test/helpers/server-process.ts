@@ -197,6 +197,22 @@ export function request(port: number, pathname: string, options: { method?: stri
   });
 }
 
+/** The built `fleetplane` command, run to its end (killed after 30 s). */
+export function fleetplane(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('exit', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
 /** Steady load over keep-alive connections until stopped; counts every failed request. */
 export function steadyLoad(port: number, pathname = '/whoami', connections = 8) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
