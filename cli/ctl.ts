@@ -27,12 +27,30 @@ Options:
   -h, --help         show this help
 
 Methods: status, cordon, drain, shed, restart, reboot, shutdown, and any registered with server.handle().
+  scale status|pause|resume   the autoscaler of the server (default target: --master); the cluster's
+                              deciding server is the one whose status says "deciding": true
+
 Exit code: 0 when every target answered ok, 1 when one failed or was missing, 2 on bad input.`;
+
+const SCALE_COMMANDS = ['status', 'pause', 'resume'];
+const TARGET_FLAGS = ['--server', '--worker', '--master', '--broadcast', '--org'];
+
+/**
+ * `ctl scale <status|pause|resume> [targets]` is `ctl autoscaler.<command>`, sent to the primary unless a
+ * target is given: the autoscaler runs in the primary.
+ */
+export function scaleArgv(argv: string[]): string[] {
+  if (argv[0] !== 'scale') return argv;
+  const [, command, ...rest] = argv;
+  if (!command || !SCALE_COMMANDS.includes(command)) throw new CliError(`"ctl scale" takes ${SCALE_COMMANDS.join(', ')}, got ${command ? `"${command}"` : 'nothing'}`, 2, CTL_USAGE);
+  const targeted = rest.some((arg) => TARGET_FLAGS.some((flag) => arg === flag || arg.startsWith(`${flag}=`)));
+  return [`autoscaler.${command}`, ...rest, ...(targeted ? [] : ['--master'])];
+}
 
 export async function ctl(argv: string[]): Promise<void> {
   let parsed: ReturnType<typeof parse>;
   try {
-    parsed = parse(argv);
+    parsed = parse(scaleArgv(argv));
   } catch (error) {
     throw usageError(error, CTL_USAGE);
   }

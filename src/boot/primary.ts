@@ -18,13 +18,14 @@ import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
 import { openAutomationAndManager } from './manager.js';
 import { resolveConnection } from '../manager/connection.js';
+import { openAutoscaler } from './autoscaler.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 
 /**
  * The primary's boot, in order: config, identity and log; the keys that seal secrets (before anything is
  * bound); the store and the authorizer; the runtime (fleet or in-process worker); storage, IPC, state and
- * automation; the node lifecycle (identity, credential, checkouts); the mesh; the server object over them;
- * plugins; then the ports, the workers and the mesh join.
+ * automation; the node lifecycle (identity, credential, checkouts); the mesh; the autoscaler (when enabled);
+ * the server object over them; plugins; then the ports, the workers and the mesh join, and the autoscaler starts.
  */
 export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | undefined, options: InitOptions, env: NodeJS.ProcessEnv): Promise<Server> {
   const loaded = config && 'config' in config && 'warnings' in config ? (config as LoadedConfig) : loadConfig({ object: config, flags: options.flags, env, cwd: options.cwd });
@@ -58,6 +59,13 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     handle: (method, handler) => ipc.envelopes.handle(method, handler),
   });
   const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
+  const autoscaler = resolved.autoscaler.enabled
+    ? openAutoscaler({
+        config: resolved, serverId, log, db: data.db, platformOrganization: () => data.authorize.directory.platformOrganization(), manager: managed.manager,
+        api: automation.providers, workflows: automation.workflow, request: (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs),
+        handle: (method, handler) => ipc.envelopes.handle(method, handler), events, metrics: primary.metrics,
+      })
+    : undefined;
   const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository });
   for (const plugin of options.plugins ?? []) server.use(plugin);
 
@@ -74,6 +82,8 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   };
   process.once('exit', removeSocket);
   primary.onShutdown(removeSocket);
+  // No scaling decision while this server goes down: an action still before its provider request is cancelled.
+  if (autoscaler) primary.onShutdown(() => autoscaler.stop());
   // Plugins uninstall once the workers are gone, while the store is still open.
   primary.onStopped(() => server.uninstallPlugins());
   primary.onStopped(() => managed.close());
@@ -91,6 +101,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     throw error;
   }
   await mesh.join();
+  autoscaler?.start();
   log.info({ ports: primary.ports, workers: primary.workerCount, plugins: server.pluginNames, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
   return server;
 }

@@ -253,6 +253,14 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    autoscaler: Type.Object(
+      {
+        enabled: Type.Boolean({ default: false, description: "Run the autoscaler of this server's cluster (its policy: the cluster document's autoscaler section)" }),
+        intervalMs: Type.Integer({ minimum: 100, default: 10_000, description: 'How often the autoscaler samples this server and, on the deciding server, evaluates the policy' }),
+        sweepIntervalMs: Type.Integer({ minimum: 1_000, default: 600_000, description: "How often terminating inventory records of this server's cluster are deleted (the first sweep after one interval)" }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     auth: Type.Object(
       {
         failureLimit: Type.Object(

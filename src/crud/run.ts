@@ -7,6 +7,7 @@ import { admitCollection, assertTenantCollectionName, DEFAULT_MAX_COLLECTIONS } 
 import { CrudError } from './errors.js';
 import { assertNoSecretPaths, redactSecrets } from './secrets.js';
 import { assertCollectionAuthority, organizationsFilter, updateKeys, type CrudCaller } from './authority.js';
+import { assertClusterPolicy, updateClusters } from './cluster-policy.js';
 
 export type CrudResult =
   | { insertedIds: string[] }
@@ -39,6 +40,7 @@ async function create(
     try {
       serializeDocument(document);
       assertCollectionDocument(name, { _id: 'checked', ...document, organization_id: 'checked' });
+      if (name === 'clusters') assertClusterPolicy(document);
     } catch (error) {
       const mapped = asCrudError(error);
       if (mapped instanceof CrudError) throw new CrudError(mapped.code, `documents.${index}: ${mapped.message}`, mapped.statusCode);
@@ -82,6 +84,7 @@ async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope,
       return { documents: found.map((document) => redactSecrets(name, document)) };
     }
     case 'object.update': {
+      if (name === 'clusters') return updateClusters(collection, envelope.filter as Filter, envelope.update as Update);
       const { matchedCount, modifiedCount } = await collection.updateMany(envelope.filter as Filter, envelope.update as Update);
       return { matchedCount, modifiedCount };
     }

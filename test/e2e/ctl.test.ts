@@ -1,25 +1,9 @@
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { statSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { CLI, ServerProcess, cleanEnv, request, tempDir } from '../helpers/server-process.js';
+import { ServerProcess, fleetplane, request, tempDir } from '../helpers/server-process.js';
 
 const ctl = (args: string[]) => fleetplane(['ctl', ...args]);
-
-function fleetplane(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.on('exit', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
-}
 
 t.test('fleetplane ctl steers a running server through its 0600 control socket', async (t) => {
   const dataDir = tempDir();

@@ -175,10 +175,11 @@ export interface Reply {
 
 /** One request on a fresh connection (no keep-alive), so each goes through the primary's hand-off. */
 /** One request to 127.0.0.1; with `body`, a JSON POST (unless `method` says otherwise). */
-export function request(port: number, pathname: string, options: { method?: string; agent?: http.Agent; timeoutMs?: number; host?: string; body?: unknown } = {}): Promise<Reply> {
+export function request(port: number, pathname: string, options: { method?: string; agent?: http.Agent; timeoutMs?: number; host?: string; body?: unknown; key?: string } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const text = options.body === undefined ? undefined : JSON.stringify(options.body);
     const headers: http.OutgoingHttpHeaders = options.host ? { host: options.host } : {};
+    if (options.key) headers.authorization = `Bearer ${options.key}`;
     if (text !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     const req = http.request(
       { host: '127.0.0.1', port, path: pathname, method: options.method ?? (text === undefined ? 'GET' : 'POST'), agent: options.agent ?? false, headers },
@@ -193,6 +194,22 @@ export function request(port: number, pathname: string, options: { method?: stri
     req.setTimeout(options.timeoutMs ?? 10_000, () => req.destroy(new Error('request timed out')));
     req.on('error', reject);
     req.end(text);
+  });
+}
+
+/** The built `fleetplane` command, run to its end (killed after 30 s). */
+export function fleetplane(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('exit', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
   });
 }
 

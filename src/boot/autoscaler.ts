@@ -1,0 +1,145 @@
+import { Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import type { ClusterNode, Sample } from '../autoscaler/decide.js';
+import { Autoscaler, type ScaleActions } from '../autoscaler/service.js';
+import { ServerSampler } from '../autoscaler/signals.js';
+import type { ResolvedConfig } from '../config/schema.js';
+import type { Document, Store } from '../db/types.js';
+import type { RequestResult } from '../ipc/handlers.js';
+import type { Manager } from '../manager/manager.js';
+import { providerPort, type ApiSend, type WorkflowRunner } from '../manager/provider-port.js';
+import type { Logger } from '../logging/logger.js';
+import { systemClock } from '../runtime/clock.js';
+import type { ServerEmitter } from '../runtime/events.js';
+import type { PrimaryMetrics } from '../runtime/metrics.js';
+
+export interface AutoscalerBootDeps {
+  config: ResolvedConfig;
+  serverId: string;
+  log: Logger;
+  db: Store;
+  platformOrganization: () => Promise<string | null>;
+  manager: Manager;
+  api: ApiSend;
+  workflows: WorkflowRunner;
+  request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
+  handle: (method: string, handler: (data: unknown) => unknown) => void;
+  events: Pick<ServerEmitter, 'on'>;
+  metrics: Pick<PrimaryMetrics, 'autoscalerActions' | 'clusterSizeCurrent' | 'clusterSizeDesired'>;
+}
+
+type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown } };
+type ClusterDocument = Document & { autoscaler?: unknown; initialDeployment?: { cloud?: unknown } };
+
+const Samples = Type.Array(Type.Object({ at: Type.Number(), cpu: Type.Number(), memory: Type.Number() }), { maxItems: 3_600 });
+
+/** `starting`: created by a provider, not yet confirmed; it counts toward the size (SPEC 14.4). */
+function nodeStatus(status: unknown): ClusterNode['status'] {
+  if (status === 'running' || status === 'terminating' || status === 'failed') return status;
+  return status === 'starting' || status === 'pending' ? 'pending' : 'stopped';
+}
+
+function createdAt(record: ServerRecord): number {
+  for (const value of [record.master?.createdAt, record.master?.startedAt, record.createdAt]) {
+    const at = typeof value === 'number' ? value : typeof value === 'string' ? Date.parse(value) : Number.NaN;
+    if (Number.isFinite(at)) return at;
+  }
+  return 0;
+}
+
+/**
+ * SPEC 14.4 in the primary: the `Autoscaler` over this server's store, the envelope router (peers' signals,
+ * drain and shutdown of a node, answered through the mesh) and the provider path: the parent's
+ * `createServer` / `terminateServer` when the server is managed, else the platform's provider workflows.
+ * Its envelope methods (`autoscaler.signals|status|pause|resume`) are platform-only server methods.
+ */
+export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
+  const { config, serverId, db, manager } = deps;
+  const cluster = config.server.cluster;
+  const log = deps.log.child({ component: 'autoscaler' });
+  const pids = new Map<number, number>();
+  deps.events.on('worker:ready', ({ workerId, pid }) => pids.set(workerId, pid));
+  deps.events.on('worker:exit', ({ workerId, pid }) => {
+    if (pids.get(workerId) === pid) pids.delete(workerId);
+  });
+  const sampler = new ServerSampler();
+  const servers = () => db.collection<ServerRecord>('servers');
+  const clusterDocument = async (): Promise<ClusterDocument | null> => {
+    const platform = await deps.platformOrganization();
+    if (!platform) return null;
+    return db.forOrganization(platform).collection<ClusterDocument>('clusters').findOne({ $or: [{ _id: cluster }, { name: cluster }] });
+  };
+  const provider = providerPort({ api: deps.api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow });
+  const providerRequest = async (serverIdOf?: string) => {
+    const [platform, document] = await Promise.all([deps.platformOrganization(), clusterDocument()]);
+    const cloud = document?.initialDeployment?.cloud;
+    if (!platform || typeof cloud !== 'string') throw new Error(`cluster ${cluster} names no initialDeployment.cloud to ask a provider`);
+    return { organization_id: platform, cloud, data: { cluster_id: cluster, ...(serverIdOf ? { server_id: serverIdOf } : {}) } };
+  };
+  const onMaster = async (target: string, method: string, extra: Record<string, unknown> = {}, timeoutMs?: number) => {
+    const result = await deps.request({ method, server: target, master: true, ...extra }, timeoutMs);
+    const reply = result.replies.find((candidate) => candidate.server === target);
+    if (reply && !reply.ok) throw new Error(`${method} on ${target}: ${reply.error?.code}: ${reply.error?.message}`);
+    return reply !== undefined;
+  };
+
+  const drainTimeoutMs = config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000;
+  const actions: ScaleActions = {
+    scaleOut: async () => {
+      if (manager.managed) await manager.send({ method: 'createServer', cluster });
+      else await provider.create(await providerRequest());
+    },
+    drain: async (target) => {
+      // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
+      if (await onMaster(target, 'drain', { data: true }, drainTimeoutMs)) return true;
+      // No answer: the node is gone, or too slow; a slow one is taken back into service rather than left drained.
+      void onMaster(target, 'drain', { data: false }).catch(() => undefined);
+      return false;
+    },
+    undrain: async (target) => void (await onMaster(target, 'drain', { data: false })),
+    setStatus: async (target, status) => void (await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } })),
+    terminate: async (target) => {
+      if (manager.managed) await manager.send({ method: 'terminateServer', cluster, server_id: target });
+      else await provider.terminate(await providerRequest(target));
+    },
+    shutdown: async (target) => void (await onMaster(target, 'shutdown', { confirm: target })),
+    sweep: async () => {
+      const filter = { cluster_id: cluster, 'master.status': 'terminating' };
+      if (manager.managed) await manager.send({ method: 'object.delete', collection: 'servers', filter });
+      return (await servers().deleteMany(filter)).deletedCount;
+    },
+  };
+
+  const scaler = new Autoscaler({
+    serverId,
+    clock: systemClock,
+    intervalMs: config.autoscaler.intervalMs,
+    sweepIntervalMs: config.autoscaler.sweepIntervalMs,
+    sample: () => sampler.sample([process.pid, ...pids.values()]),
+    inventory: {
+      nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map((record) => ({ id: record._id, status: nodeStatus(record.master?.status), createdAt: createdAt(record) })),
+      policy: async () => (await clusterDocument())?.autoscaler,
+    },
+    gather: async (ids) => {
+      const result = await deps.request({ method: 'autoscaler.signals', server: [...ids], master: true }, Math.max(1_000, config.autoscaler.intervalMs));
+      const signals = new Map<string, Sample[]>();
+      // A peer whose answer is missing or malformed is left out: decide() then neither removes it nor scales out.
+      for (const reply of result.replies) if (reply.ok && Value.Check(Samples, reply.result)) signals.set(reply.server, reply.result);
+      return signals;
+    },
+    actions,
+    log,
+    metrics: {
+      action: (action, reason) => deps.metrics.autoscalerActions.inc({ action, reason }),
+      size: (current, desired) => {
+        deps.metrics.clusterSizeCurrent.set(current);
+        deps.metrics.clusterSizeDesired.set(desired);
+      },
+    },
+  });
+  deps.handle('autoscaler.signals', () => scaler.signals());
+  deps.handle('autoscaler.status', () => scaler.status());
+  deps.handle('autoscaler.pause', () => scaler.pause());
+  deps.handle('autoscaler.resume', () => scaler.resume());
+  return scaler;
+}

@@ -1,0 +1,60 @@
+import t from 'tap';
+import { ServerProcess, fleetplane, request, tempDir } from '../helpers/server-process.js';
+import { dataDirWithTenants } from '../helpers/tenants.js';
+
+const ctl = (args: string[]) => fleetplane(['ctl', ...args]);
+
+const scale = async (command: string, dataDir: string) => {
+  const reply = await ctl(['scale', command, '--json', '--data-dir', dataDir]);
+  if (reply.status !== 0) throw new Error(`ctl scale ${command}: ${reply.status} ${reply.stderr}`);
+  return JSON.parse(reply.stdout).replies[0].result;
+};
+
+t.test('an enabled autoscaler samples its server, decides for its cluster alone, and pauses and resumes through ctl scale', async (t) => {
+  const dataDir = tempDir();
+  const server = await ServerProcess.start({ workers: 1, dataDir, autoscaler: { enabled: true, intervalMs: 100 } });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(1);
+
+  let status = await scale('status', dataDir);
+  for (let attempt = 0; attempt < 100 && !(status.deciding && status.samples >= 2); attempt++) status = await scale('status', dataDir);
+  t.match(status, { paused: false, deciding: true }, 'the only running server of its cluster decides');
+  t.ok(status.samples >= 2, 'the primary and its worker are sampled every interval');
+
+  t.match(await scale('pause', dataDir), { paused: true });
+  t.match(await scale('status', dataDir), { paused: true }, 'the pause holds');
+  t.match(await scale('resume', dataDir), { paused: false });
+});
+
+t.test("the cluster document's policy: a bad one is refused over /crud naming the field, a valid one is evaluated and its sizes are in the metrics", async (t) => {
+  const { dataDir, tenants } = await dataDirWithTenants([{ name: 'platform', hosts: ['platform.test'] }]);
+  const platform = tenants[0]!;
+  const server = await ServerProcess.start({ workers: 1, dataDir, autoscaler: { enabled: true, intervalMs: 100 } });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(1);
+  const crud = (body: Record<string, unknown>) => request(server.port, '/crud', { host: platform.host, key: platform.adminKey, body });
+
+  const refused = await crud({ method: 'object.create', collection: 'clusters', documents: [{ name: 'default', autoscaler: { minClusterSize: 2, maxClusterSize: 1 } }] });
+  t.equal(refused.status, 400);
+  t.match(refused.json().error, { code: 'invalid_policy', message: /autoscaler\.minClusterSize/ });
+  const created = await crud({ method: 'object.create', collection: 'clusters', documents: [{ name: 'default', autoscaler: { minClusterSize: 1, maxClusterSize: 1 } }] });
+  t.equal(created.status, 200, created.body);
+
+  let status = await scale('status', dataDir);
+  for (let attempt = 0; attempt < 100 && !status.lastDecision; attempt++) status = await scale('status', dataDir);
+  t.match(status, { policy: { minClusterSize: 1, maxClusterSize: 1 }, lastDecision: { action: 'none', current: 1, desired: 1 } }, 'the policy in force is the stored one');
+  const metrics = await request(server.port, '/metrics', { host: platform.host, key: platform.adminKey });
+  t.equal(metrics.status, 200);
+  t.match(metrics.body, /^fleetplane_autoscaler_current_size 1$/m);
+  t.match(metrics.body, /^fleetplane_autoscaler_desired_size 1$/m);
+});
+
+t.test('a disabled autoscaler answers no autoscaler method', async (t) => {
+  const dataDir = tempDir();
+  const server = await ServerProcess.start({ workers: 1, dataDir });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(1);
+  const reply = await ctl(['scale', 'status', '--json', '--data-dir', dataDir]);
+  t.equal(reply.status, 1, 'the primary answers with an error');
+  t.equal(JSON.parse(reply.stdout).replies[0].ok, false);
+});
