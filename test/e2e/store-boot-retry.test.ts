@@ -1,9 +1,8 @@
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { CLI, cleanEnv, freePort, tempDir } from '../helpers/server-process.js';
+import { freePort, startCli, tempDir } from '../helpers/server-process.js';
 
 t.test('an unreachable MongoDB at boot is retried with one log line per attempt; SIGTERM stops the wait', async (t) => {
   const dataDir = tempDir();
@@ -18,14 +17,7 @@ t.test('an unreachable MongoDB at boot is retried with one log line per attempt;
       mongodb: { url: `mongodb://127.0.0.1:${storePort}/fleet?replicaSet=rs0&directConnection=true`, serverSelectionTimeoutMs: 200 },
     }),
   );
-  const child = spawn(process.execPath, [CLI, 'start', '--config', file], { env: cleanEnv(), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  });
+  const child = startCli(t, ['start', '--config', file]);
   let output = '';
   const attempts = () => output.split('\n').filter((line) => line.includes('the store is unavailable (attempt')).length;
   await new Promise<void>((resolve, reject) => {

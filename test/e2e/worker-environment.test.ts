@@ -1,9 +1,8 @@
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { CLI, cleanEnv, freePort, request, tempDir } from '../helpers/server-process.js';
+import { freePort, startCli, request, tempDir } from '../helpers/server-process.js';
 
 t.test('a worker gets the resolved config over IPC: no secret of it in its environment', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
   const secret = 'mesh-secret-that-must-stay-out-of-environ';
@@ -11,14 +10,7 @@ t.test('a worker gets the resolved config over IPC: no secret of it in its envir
   const port = await freePort();
   const file = path.join(dataDir, 'fleetplane.json');
   writeFileSync(file, JSON.stringify({ workers: 1, dataDir, http: { port, host: '127.0.0.1' }, mesh: { secret, port: 0 } }));
-  const child = spawn(process.execPath, [CLI, 'start', '--config', file], { env: cleanEnv(), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  });
+  const child = startCli(t, ['start', '--config', file]);
   let output = '';
   child.stderr!.on('data', (chunk) => (output += chunk));
   // The primary logs each worker it sees ready, with its pid.

@@ -246,3 +246,16 @@ export function steadyLoad(port: number, pathname = '/whoami', connections = 8) 
     },
   };
 }
+
+/** `fleetplane <args>` from the build, in its own process group, killed with the test if still running. */
+export function startCli(t: { teardown(fn: () => void): void }, args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...cleanEnv(), ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  });
+  return child;
+}
