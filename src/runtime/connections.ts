@@ -74,12 +74,22 @@ export class ConnectionTracker {
     for (const socket of this.sockets.keys()) socket.destroy();
   }
 
-  /** Resolves when every connection is gone or `timeoutMs` passes; true when all closed in time. */
+  /**
+   * Resolves when every connection is gone or `timeoutMs` passes; true when all closed in time.
+   *
+   * Idle sockets are closed only on a poll that came on time. After a stall (this process starved of CPU, a
+   * long garbage collection) the timers run before the sockets are read, so a socket idle by the clock may
+   * hold a request that arrived during the stall; closing it would drop that request unanswered. The next
+   * poll, after the loop has read the sockets, decides instead.
+   */
   async drain(timeoutMs: number, minIdleMs = 250, pollMs = 50): Promise<boolean> {
     this.beginClosing();
     const deadline = Date.now() + timeoutMs;
+    let previousPoll: number | undefined;
     while (this.sockets.size > 0 && Date.now() < deadline) {
-      this.closeIdle(minIdleMs);
+      const now = Date.now();
+      if (previousPoll !== undefined && now - previousPoll <= 2 * pollMs) this.closeIdle(minIdleMs, now);
+      previousPoll = now;
       await new Promise((resolve) => setTimeout(resolve, pollMs).unref());
     }
     return this.sockets.size === 0;

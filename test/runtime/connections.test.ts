@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { ConnectionTracker } from '../../src/runtime/connections.js';
 
 interface Answer {
@@ -44,7 +44,7 @@ async function setup(t: Test) {
   const heldResponses = async (count: number) => {
     while (held.length < count) await new Promise((resolve) => setImmediate(resolve));
   };
-  return { tracker, get, held, heldResponses };
+  return { tracker, get, held, heldResponses, port };
 }
 
 t.test('connections are tracked while open', async (t) => {
@@ -111,4 +111,38 @@ t.test('drain() resolves false when a connection outlives the timeout', async (t
   t.equal(tracker.size, 1, 'the busy connection was not cut');
   held[0]!();
   t.equal((await pending).status, 200, 'and its response still completes');
+});
+
+/** Blocks this process's event loop, as CPU starvation or a long garbage collection does. */
+function stall(ms: number): void {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    // busy: nothing else runs
+  }
+}
+
+t.test('a request that reached an idle keep-alive socket while the process stalled is answered, not cut by the drain', async (t) => {
+  const { tracker, port } = await setup(t);
+  const socket = net.connect({ host: '127.0.0.1', port });
+  t.teardown(() => socket.destroy());
+  let received = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (received += chunk));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('error', () => undefined);
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\n');
+  while (!received.includes('hello /first')) await new Promise((resolve) => setImmediate(resolve));
+  received = '';
+
+  const drained = tracker.drain(5_000, 100, 10);
+  // The client's next request is written to the kernel at once, then this process stalls past the idle
+  // threshold before it can read it: the socket looks idle by the clock, yet holds an unread request.
+  socket.write('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
+  stall(300);
+  await closed;
+  t.match(received, /^HTTP\/1\.1 200 OK/, 'the request is answered before the connection closes');
+  t.match(received, /connection: close/i, 'with Connection: close');
+  t.match(received, /hello \/second$/);
+  t.equal(await drained, true);
 });
