@@ -147,7 +147,7 @@ async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<boo
 
 t.test('a parent that does not answer holds at most 64 mirrors; later saves are skipped with a bounded number of warnings', async (t) => {
   const stand = await parent(t, () => undefined);
-  const { manager: m, lines } = manager(t, stand.url, { timeoutMs: 10_000 });
+  const { manager: m, lines } = manager(t, stand.url, { timeoutMs: 3_000 });
   for (let index = 0; index < 100; index++) m.mirrorSave('s1', 'c1', 'master', { status: 'running', index });
   t.ok(lines.length >= 10 && lines.length <= 11, `warnings are rate-limited (${lines.length})`);
   t.ok(lines.every((line) => line.details.code === 'parent_busy'));
