@@ -12,13 +12,16 @@ export function fixturePath(name) {
 }
 
 export class Fixture {
-  /** `execArgv`: Node flags for the fixture's own process (`--cpu-prof`, ...). */
-  constructor(name, env = {}, { execArgv = [] } = {}) {
+  /**
+   * `execArgv`: Node flags for the fixture's own process (`--cpu-prof`, ...); `script`: the fixture's file when
+   * it is not this checkout's `bench/fixtures/<name>` (another build's copy).
+   */
+  constructor(name, env = {}, { execArgv = [], script = fixturePath(name) } = {}) {
     this.name = name;
     this.lines = [];
     this.waiters = [];
     this.nextId = 1;
-    this.child = spawn(process.execPath, [...execArgv, fixturePath(name)], {
+    this.child = spawn(process.execPath, [...execArgv, script], {
       env: { ...process.env, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,
