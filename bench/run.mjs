@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Runs every benchmark of this directory (bench/*.mjs except this file) one after the other, in name order.
 // `npm run bench` builds first. Arguments are names to run only those: `node bench/run.mjs runtime`.
+// The comparisons of two builds (compare-builds, rolling-restart) take an older tree as argument and are run
+// by hand: `node bench/compare-builds.mjs <old-tree>`.
 // Exit code: 0 when every benchmark exited 0, else 1 (the others still run).
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
@@ -9,10 +11,11 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const self = path.basename(fileURLToPath(import.meta.url));
+const BUILD_COMPARISONS = new Set(['compare-builds.mjs', 'rolling-restart.mjs']);
 const only = process.argv.slice(2).map((name) => name.replace(/\.mjs$/, ''));
 const benches = readdirSync(here)
   .filter((file) => file.endsWith('.mjs') && file !== self)
-  .filter((file) => only.length === 0 || only.includes(file.replace(/\.mjs$/, '')))
+  .filter((file) => (only.length === 0 ? !BUILD_COMPARISONS.has(file) : only.includes(file.replace(/\.mjs$/, ''))))
   .sort();
 
 if (benches.length === 0) {
