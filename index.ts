@@ -1,8 +1,6 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyPluginAsync } from 'fastify';
 import type { BuildAppOptions, BuiltApp } from './app.js';
-import { errorBody } from './src/errors.js';
-import { servedByPrimary } from './src/runtime/fallback.js';
+import { primaryRoutesOnDemand } from './primary-routes.js';
 import { init as initServer, type InitOptions } from './src/boot.js';
 import { Server, type FleetplanePlugin } from './src/server.js';
 import type { FleetplaneConfig } from './src/config/schema.js';
@@ -23,32 +21,6 @@ const appModule = () => import('./app.js');
 /** The Fastify application every worker serves (see `app.ts`). */
 export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   return (await appModule()).buildApp(options);
-}
-
-type PrimaryRoutes = (request: IncomingMessage, response: ServerResponse) => boolean;
-
-/**
- * The primary's own `POST /control` and `GET /metrics`, answered only while no worker serves. The application
- * behind them is built on the first such request (a primary whose workers serve never loads the HTTP layer);
- * the request waits for it, unread. A build that fails answers 503 and is tried again on the next request.
- */
-function primaryRoutesOnDemand(server: Server): PrimaryRoutes {
-  let routes: Promise<PrimaryRoutes> | undefined;
-  return (request, response) => {
-    if (!servedByPrimary(request)) return false;
-    routes ??= appModule().then(({ buildPrimaryRoutes }) => buildPrimaryRoutes(server, server.log.child({ component: 'http' })));
-    routes.then(
-      (route) => route(request, response),
-      (error: unknown) => {
-        routes = undefined;
-        server.log.error({ err: error }, 'the primary could not build its control routes');
-        const text = JSON.stringify(errorBody('unavailable', 'the control routes of this primary are not available; retry later'));
-        response.writeHead(503, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store', Connection: 'close' });
-        response.end(text);
-      },
-    );
-    return true;
-  };
 }
 
 export type FleetplaneInitOptions = Partial<InitOptions> & {
@@ -75,7 +47,9 @@ export const Fleetplane = {
           const { asAppHost, buildApp: build } = await appModule();
           return asAppHost(await build({ server, logger: server.log.child({ component: 'http' }), extend: options.routes }));
         }),
-      primaryRoutes: options.primaryRoutes ?? (async (server) => primaryRoutesOnDemand(server)),
+      primaryRoutes:
+        options.primaryRoutes ??
+        (async (server) => primaryRoutesOnDemand(async () => (await appModule()).buildPrimaryRoutes(server, server.log.child({ component: 'http' })), server.log)),
     });
   },
 };
