@@ -15,6 +15,7 @@ import authorize from './plugins/authorize.js';
 import envelope from './plugins/envelope.js';
 import httpHabits from './plugins/http-habits.js';
 import { requestIdFor } from './src/http/request-id.js';
+import { servedByPrimary } from './src/runtime/fallback.js';
 import control from './routes/control.js';
 import metrics from './routes/metrics.js';
 
@@ -158,9 +159,7 @@ function yieldingTo(plugin: FastifyPluginAsync): FastifyPluginAsync {
 export async function buildPrimaryRoutes(server: RouteContext, logger?: Logger): Promise<(request: IncomingMessage, response: ServerResponse) => boolean> {
   const { app } = await buildApp({ server, logger, surface: 'control' });
   return (request, response) => {
-    const path = request.url?.split('?')[0];
-    const served = (request.method === 'POST' && path === '/control') || (request.method === 'GET' && path === '/metrics');
-    if (!served) return false;
+    if (!servedByPrimary(request)) return false;
     app.routing(request, response);
     return true;
   };

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { buildApp, asAppHost, buildPrimaryRoutes } from './app.js';
+import type { BuildAppOptions, BuiltApp } from './app.js';
+import { primaryRoutesOnDemand } from './primary-routes.js';
 import { init as initServer, type InitOptions } from './src/boot.js';
 import { Server, type FleetplanePlugin } from './src/server.js';
 import type { FleetplaneConfig } from './src/config/schema.js';
@@ -12,7 +13,15 @@ export type { FleetplaneConfig, ResolvedConfig } from './src/config/schema.js';
 export type { ServerEvents } from './src/runtime/events.js';
 export { ConfigError } from './src/config/errors.js';
 export { loadConfig } from './src/config/load.js';
-export { buildApp } from './app.js';
+export type { BuildAppOptions, BuiltApp } from './app.js';
+
+/** The HTTP application (Fastify and every plugin): loaded when first built, so a primary that never serves holds none of it. */
+const appModule = () => import('./app.js');
+
+/** The Fastify application every worker serves (see `app.ts`). */
+export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
+  return (await appModule()).buildApp(options);
+}
 
 export type FleetplaneInitOptions = Partial<InitOptions> & {
   /** Trusted routes of the embedding application, served by every worker. */
@@ -34,8 +43,13 @@ export const Fleetplane = {
       ...options,
       app:
         options.app ??
-        (async (server) => asAppHost(await buildApp({ server, logger: server.log.child({ component: 'http' }), extend: options.routes }))),
-      primaryRoutes: options.primaryRoutes ?? ((server) => buildPrimaryRoutes(server, server.log.child({ component: 'http' }))),
+        (async (server) => {
+          const { asAppHost, buildApp: build } = await appModule();
+          return asAppHost(await build({ server, logger: server.log.child({ component: 'http' }), extend: options.routes }));
+        }),
+      primaryRoutes:
+        options.primaryRoutes ??
+        (async (server) => primaryRoutesOnDemand(async () => (await appModule()).buildPrimaryRoutes(server, server.log.child({ component: 'http' })), server.log)),
     });
   },
 };

@@ -9,7 +9,7 @@
 // ratio (baseline ÷ candidate µs per request), the primary figure: it moves far less with other load than req/s.
 // Run after `npm run build`: `node bench/envelope.mjs`.
 // Writes bench/results/envelope.json and .md. Environment: BENCH_ROUNDS (default 5), BENCH_DURATION_S (default 4),
-// BENCH_CONNECTIONS (default 32).
+// BENCH_CONNECTIONS (default 32), BENCH_PAIRS (a subset such as `workflow,crud`: printed, not written).
 // The same file is also each helper process (BENCH_ENVELOPE_ROLE=upstream|bare), so every process it starts
 // runs in its own process group and is killed at the end, on failure and on Ctrl-C.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -128,6 +128,9 @@ async function runner() {
       },
     };
 
+    // BENCH_PAIRS=workflow,crud measures only those pairs and prints their figures without writing the results.
+    const only = process.env.BENCH_PAIRS ? process.env.BENCH_PAIRS.split(',') : undefined;
+    if (only) for (const name of Object.keys(pairs)) if (!only.includes(name)) delete pairs[name];
     // Server CPU per request is measured too: unlike throughput, it does not move with what else the machine runs.
     const load = async ({ url, body, headers, pid }, durationS) => {
       const cpuBefore = cpuSplitMs(pid);
@@ -182,6 +185,13 @@ async function runner() {
         cpuRatios: sample.cpuRatio.map(round2),
       };
       goals[name] = { goal: `CPU-efficiency ≥ ${GOALS[name]}×`, met: figures[name].medianCpuRatio >= GOALS[name] };
+    }
+    if (only) {
+      for (const [name, figure] of Object.entries(figures)) {
+        console.log(`${name}: CPU µs/req ${figure.baselineServerCpuUsPerRequest} / ${figure.candidateServerCpuUsPerRequest} (kernel ${figure.baselineServerSystemCpuUsPerRequest} / ${figure.candidateServerSystemCpuUsPerRequest}), CPU-efficiency ${figure.medianCpuRatio}× (rounds ${figure.cpuRatios.join(', ')}), throughput ${figure.medianRatio}×`);
+      }
+      await Promise.all([fleetplane.stop(), bare.stop(), upstream.stop()]);
+      return;
     }
     const environment = { node: process.version, platform: `${process.platform} ${process.arch}`, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model };
     const result = { date: new Date().toISOString(), environment, settings, figures, goals };

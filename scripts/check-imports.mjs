@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const ROOTS = ['index.ts', 'app.ts', 'src', 'routes', 'plugins', 'schemas', 'cli'];
+const ROOTS = ['index.ts', 'app.ts', 'primary-routes.ts', 'src', 'routes', 'plugins', 'schemas', 'cli'];
 const MAX_LINES = 400;
 const FRAMEWORK = /^(fastify|fastify-plugin|@fastify\/)/;
 

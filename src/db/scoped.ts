@@ -77,8 +77,11 @@ class ScopedCollection<T extends Document> implements Collection<T> {
    */
   private scope(filter: Filter): Filter {
     if (!isPlainObject(filter)) throw new InvalidInputError('a filter must be a plain object');
-    const paths = filterPaths(filter);
-    for (const field of this.hidden) if (paths.some((path) => touches(path, field))) throw new ScopeError(`${field} cannot be queried through an organization scope`);
+    // The filter's paths are listed only for a collection with hidden fields (`keys`): for the others there is nothing to look for.
+    if (this.hidden.length > 0) {
+      const paths = filterPaths(filter);
+      for (const field of this.hidden) if (paths.some((path) => touches(path, field))) throw new ScopeError(`${field} cannot be queried through an organization scope`);
+    }
     if (Object.hasOwn(filter, SCOPE_FIELD) || Object.hasOwn(filter, '$and')) return { [SCOPE_FIELD]: this.organizationId, $and: [filter] };
     return { ...filter, [SCOPE_FIELD]: this.organizationId };
   }

@@ -1,5 +1,5 @@
-import { update as applyModifier } from 'mingo/updater';
 import { InvalidInputError } from './errors.js';
+import { mingoUpdater } from './mingo.js';
 import { isPlainObject } from './validate.js';
 import type { Filter, Update } from './types.js';
 
@@ -44,7 +44,7 @@ export function applyUpdate(document: Record<string, unknown>, update: Update): 
     for (const path of Object.keys(fields)) assertApplicable(document, operator, path);
   }
   try {
-    return applyModifier(document, update).length > 0;
+    return mingoUpdater().update(document, update).length > 0;
   } catch (error) {
     throw new InvalidInputError(`invalid update: ${(error as Error).message}`, { cause: error });
   }

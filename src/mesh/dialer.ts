@@ -1,4 +1,5 @@
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
+import { CONNECTING, ws as webSocket } from './ws.js';
 import type { Logger } from '../logging/logger.js';
 import { reconnectDelayMs, stopsRetries, type ReconnectSchedule } from './backoff.js';
 import { dialHeaders, verifyAccept } from './handshake.js';
@@ -76,7 +77,7 @@ export class PeerDialer {
     this.state = 'stopped';
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.socket && this.socket.readyState === WebSocket.CONNECTING) this.socket.terminate();
+    if (this.socket && this.socket.readyState === CONNECTING) this.socket.terminate();
   }
 
   private connect(): void {
@@ -89,7 +90,7 @@ export class PeerDialer {
     const { headers, nonce } = dialHeaders({ server: self, cluster, to: peer }, secret);
     let ws: WebSocket;
     try {
-      ws = new WebSocket(this.target.url, {
+      ws = new (webSocket())(this.target.url, {
         headers,
         perMessageDeflate: false,
         maxPayload: this.deps.maxPayload,

@@ -1,4 +1,5 @@
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
+import { OPEN } from './ws.js';
 import type { Logger } from '../logging/logger.js';
 import { MeshError } from './errors.js';
 import { parseFrame, type FrameOf, type PeerFrame } from './frames.js';
@@ -83,7 +84,7 @@ export class PeerLink {
   }
 
   get open(): boolean {
-    return !this.closed && this.ws.readyState === WebSocket.OPEN;
+    return !this.closed && this.ws.readyState === OPEN;
   }
 
   /**

@@ -2,7 +2,8 @@ import { createServer as createHttpServer, STATUS_CODES, type IncomingMessage, t
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { WebSocketServer, WebSocket } from 'ws';
+import { ws } from './ws.js';
 import type { Logger } from '../logging/logger.js';
 import type { MeshEvents } from './events.js';
 
@@ -37,7 +38,7 @@ export class MeshListener<T> {
     this.server = tls ? createHttpsServer({ key: tls.key, cert: tls.cert, ca: tls.ca, requestCert: true, rejectUnauthorized: true }) : createHttpServer();
     this.server.headersTimeout = 10_000;
     this.server.requestTimeout = 10_000;
-    this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: options.maxPayload, clientTracking: false });
+    this.wss = new (ws().WebSocketServer)({ noServer: true, perMessageDeflate: false, maxPayload: options.maxPayload, clientTracking: false });
     this.wss.on('headers', (headers, request) => headers.push(...(this.answers.get(request) ?? [])));
     this.server.on('request', (_request, response) => {
       response.writeHead(426, { Connection: 'close', 'Content-Type': 'text/plain' });

@@ -16,6 +16,12 @@ export interface FallbackOptions {
   onAnswer?: (status: number) => void;
 }
 
+/** Whether the primary answers this request itself while no worker serves: `POST /control` and `GET /metrics`. */
+export function servedByPrimary(request: IncomingMessage): boolean {
+  const path = request.url?.split('?')[0];
+  return (request.method === 'POST' && path === '/control') || (request.method === 'GET' && path === '/metrics');
+}
+
 /** What the fallback serves besides its own answers, known once the server is built. */
 export interface FallbackSurface {
   /** A running mesh peer's public URL, when there is one. */

@@ -1,4 +1,3 @@
-import { Query } from 'mingo';
 import { assertCollectionDocument } from '../documents.js';
 import { DuplicateKeyError, InvalidInputError } from '../errors.js';
 import { newId } from '../ids.js';
@@ -8,6 +7,7 @@ import { assertFilter, assertFindOptions, assertUpdate, serializeDocument } from
 import type {
   Collection, DeleteResult, Document, Filter, FindOptions, IndexOptions, IndexSpec, NewDocument, Update, UpdateOptions, UpdateResult,
 } from '../types.js';
+import { arrange } from './arrange.js';
 import { compileFilter } from './filter.js';
 import { isConstraint } from './sqlite.js';
 import type { EmbeddedBackend } from './backend.js';
@@ -37,10 +37,7 @@ export class EmbeddedCollection<T extends Document> implements Collection<T> {
     assertFilter(filter);
     const finish = (matches: Row[]): T[] => {
       if (!sort && !projection) return matches as T[];
-      let cursor = new Query({}, {}).find<Row>(matches, projection as Record<string, unknown> | undefined);
-      if (sort) cursor = cursor.sort(sort);
-      if (limit > 0) cursor = cursor.limit(limit);
-      return cursor.all() as T[];
+      return arrange(matches, sort, limit, projection) as T[];
     };
     const matches = this.store.read(() => this.select(filter, this.store.indexesForRead(this.name), sort ? 0 : limit));
     return matches instanceof Promise ? matches.then(finish) : finish(matches);

@@ -1,5 +1,5 @@
-import { Query } from 'mingo';
 import { InvalidInputError } from '../errors.js';
+import { mingo } from '../mingo.js';
 import type { Filter } from '../types.js';
 
 type Row = Record<string, unknown>;
@@ -14,7 +14,7 @@ const isPlainField = (field: string) => field !== '__proto__' && !field.startsWi
 
 function compileMingo(filter: Filter): RowTest {
   try {
-    const query = new Query(filter, {});
+    const query = new (mingo().Query)(filter, {});
     return (document) => query.test(document);
   } catch (error) {
     throw new InvalidInputError(`invalid filter: ${(error as Error).message}`, { cause: error });
