@@ -9,6 +9,9 @@
 // CPU time per request of the primary and of the workers (from /proc) is recorded next to req/s: it says where
 // a difference comes from and is less disturbed by other load on the machine than req/s.
 //
+// Idle RSS is read 0.5 s after the servers are ready and again BENCH_SETTLE_MS later (default 30 s), once V8
+// has given back what the boot used.
+//
 // Environment: BENCH_ROUNDS (default 3), BENCH_SECONDS (seconds per autocannon run, default 5).
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
@@ -37,6 +40,8 @@ const KILL_SPACING_MS = 1_500;
 const GOALS = { handOff: 0.95, fallback: 0.9, rollingRestartFailures: 0 };
 const REDIRECT = 'http://lb.bench.invalid:8080';
 const HOST = '127.0.0.1';
+/** How long the servers stay idle before their settled memory is read. */
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 30_000);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const wallNow = () => performance.timeOrigin + performance.now();
@@ -217,6 +222,9 @@ async function main() {
   await sleep(500);
   const targets = { a: a.info, b: await fleetPids(b), bBareApp: await fleetPids(bBareApp) };
   const rssIdle = Object.fromEntries(names.map((name) => [name, rssOf(targets[name])]));
+  // V8 gives back the memory of the boot on its own, some seconds after it: idle memory once settled.
+  await sleep(SETTLE_MS);
+  const rssSettled = Object.fromEntries(names.map((name) => [name, rssOf(targets[name])]));
   // After RSS is read: the snapshot itself loads the inspector.
   const memoryIdle = [];
   for (const name of names) {
@@ -294,7 +302,7 @@ async function main() {
     goal: { metric: 'median of per-round b/a req/s: keep-alive (autocannon) and new connection per request (autocannon and the raw client)', min: GOALS.handOff },
     met: handOffMet.keepAlive && handOffMet.newConnection && handOffMet.newConnectionRawClient,
     metBy: handOffMet,
-    rssMiB: { idle: rssIdle, afterLoad: rssAfterLoad },
+    rssMiB: { idle: rssIdle, settled: rssSettled, settledAfterMs: SETTLE_MS, afterLoad: rssAfterLoad },
     memoryIdle,
   };
   log('stopping (a) and (bBareApp)');
@@ -553,6 +561,7 @@ function markdown(report) {
     `| CPU µs per request, primary + workers: keep-alive (Fleetplane runtime + bare app: ${cpu(m.bBareApp.keepAlive)}) | ${cpu(m.a.keepAlive)} | ${cpu(m.b.keepAlive)} | | | |`,
     `| CPU µs per request, primary + workers: new connection, raw client (runtime + bare app: ${cpu(m.bBareApp.newConnectionRawClient)}) | ${cpu(m.a.newConnectionRawClient)} | ${cpu(m.b.newConnectionRawClient)} | | | |`,
     `| RSS MiB primary / workers, idle (runtime + bare app: ${mib(h.rssMiB.idle.bBareApp)}) | ${mib(h.rssMiB.idle.a)} | ${mib(h.rssMiB.idle.b)} | | | |`,
+    `| RSS MiB primary / workers, idle ${SETTLE_MS / 1000} s later (runtime + bare app: ${mib(h.rssMiB.settled.bBareApp)}) | ${mib(h.rssMiB.settled.a)} | ${mib(h.rssMiB.settled.b)} | | | |`,
     `| RSS MiB primary / workers, after the rounds (runtime + bare app: ${mib(h.rssMiB.afterLoad.bBareApp)}) | ${mib(h.rssMiB.afterLoad.a)} | ${mib(h.rssMiB.afterLoad.b)} | | | |`,
     `| (c) 307 new connection per request, req/s — bare node:http vs primary fallback | ${fmt(c.medians.bare.newConnection.reqPerSec)} | ${fmt(c.medians.fleetplane.newConnection.reqPerSec)} | ${spread(c.rounds, 'ratios', 'newConnectionReqPerSec')} | ≥ ${GOALS.fallback} | ${yes(c.met)} |`,
     `| (c) 307 raw client: req/s, p50 / p99 ms | ${fmt(c.medians.bare.newConnectionRawClient.reqPerSec)}, ${fmt(c.medians.bare.newConnectionRawClient.p50Ms, 2)} / ${fmt(c.medians.bare.newConnectionRawClient.p99Ms, 2)} | ${fmt(c.medians.fleetplane.newConnectionRawClient.reqPerSec)}, ${fmt(c.medians.fleetplane.newConnectionRawClient.p50Ms, 2)} / ${fmt(c.medians.fleetplane.newConnectionRawClient.p99Ms, 2)} | ${fmt(c.ratios.newConnectionRawClientReqPerSec, 3)} | | |`,
