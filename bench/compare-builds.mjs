@@ -42,6 +42,8 @@ const FIGURES = {
     'rolling restart failed requests': { value: result.goals.rollingRestartFailedRequests.failed, better: 'lower' },
     'idle RSS primary MiB': { value: result.handOff.rssMiB.idle.b.primary, better: 'lower' },
     'idle RSS worker MiB (max)': { value: Math.max(...result.handOff.rssMiB.idle.b.workers), better: 'lower' },
+    'settled idle RSS primary MiB': { value: result.handOff.rssMiB.settled.b.primary, better: 'lower' },
+    'settled idle RSS worker MiB (max)': { value: Math.max(...result.handOff.rssMiB.settled.b.workers), better: 'lower' },
   }),
 };
 
