@@ -8,7 +8,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json index.ts app.ts ./
+COPY tsconfig.json index.ts app.ts primary-routes.ts ./
 COPY src ./src
 COPY routes ./routes
 COPY plugins ./plugins
