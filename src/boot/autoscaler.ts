@@ -5,6 +5,7 @@ import { Autoscaler, type ScaleActions } from '../autoscaler/service.js';
 import { ServerSampler } from '../autoscaler/signals.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import type { Document, Store } from '../db/types.js';
+import { IpcError } from '../ipc/envelope.js';
 import type { RequestResult } from '../ipc/handlers.js';
 import type { Manager } from '../manager/manager.js';
 import { providerPort, type ApiSend, type WorkflowRunner } from '../manager/provider-port.js';
@@ -64,11 +65,29 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   });
   const sampler = new ServerSampler();
   const servers = () => db.collection<ServerRecord>('servers');
-  const clusterDocument = async (): Promise<ClusterDocument | null> => {
+  const clusters = async () => {
     const platform = await deps.platformOrganization();
-    if (!platform) return null;
-    return db.forOrganization(platform).collection<ClusterDocument>('clusters').findOne({ $or: [{ _id: cluster }, { name: cluster }] });
+    return platform ? db.forOrganization(platform).collection<ClusterDocument>('clusters') : undefined;
   };
+  const clusterDocument = async (): Promise<ClusterDocument | null> => (await (await clusters())?.findOne({ $or: [{ _id: cluster }, { name: cluster }] })) ?? null;
+  const setPaused = async (paused: boolean) => {
+    const document = await clusterDocument();
+    if (!document || document.autoscaler === undefined) throw new IpcError('bad_request', `cluster ${cluster} has no autoscaler section in its document: there is nothing to ${paused ? 'pause' : 'resume'}`);
+    await (await clusters())!.updateOne({ _id: document._id }, { $set: { 'autoscaler.paused': paused } });
+  };
+
+  // Scale to zero (SPEC 14.4) hears of the cluster's own organization only: the tenant a managed cluster serves,
+  // else this server's platform organization. The organization map confirms it inactive once its last
+  // WebSocket here closed and the grace period passed; any request or socket of it afterwards makes it active.
+  const ownOrganization = config.server.organization ? Promise.resolve(config.server.organization) : deps.platformOrganization();
+  let organizationInactive = false;
+  const organizationChanged = (inactive: boolean) => async ({ organization_id }: { organization_id: string }) => {
+    if (organization_id !== (await ownOrganization) || organizationInactive === inactive) return;
+    organizationInactive = inactive;
+    log.info({ organization: organization_id }, `autoscaler: the cluster's organization is ${inactive ? 'inactive' : 'active again'}`);
+  };
+  deps.events.on('organization.inactive', organizationChanged(true));
+  deps.events.on('organization.active', organizationChanged(false));
   const provider = providerPort({ api: deps.api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow });
   const providerRequest = async (serverIdOf?: string) => {
     const [platform, document] = await Promise.all([deps.platformOrganization(), clusterDocument()]);
@@ -119,6 +138,8 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     inventory: {
       nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map((record) => ({ id: record._id, status: nodeStatus(record.master?.status), createdAt: createdAt(record) })),
       policy: async () => (await clusterDocument())?.autoscaler,
+      setPaused,
+      organizationInactive: () => organizationInactive,
     },
     gather: async (ids) => {
       const result = await deps.request({ method: 'autoscaler.signals', server: [...ids], master: true }, Math.max(1_000, config.autoscaler.intervalMs));
