@@ -27,8 +27,8 @@ export interface ScaleActions {
   /** Takes a drained node back into service (an action cancelled before the provider request). */
   undrain(serverId: string): Promise<void>;
   setStatus(serverId: string, status: 'running' | 'terminating' | 'failed'): Promise<void>;
-  /** The provider request that removes the machine. */
-  terminate(serverId: string): Promise<void>;
+  /** The provider request that removes the machine; `signal` gives up on its answer. */
+  terminate(serverId: string, signal?: AbortSignal): Promise<void>;
   /** Stops the node's process through State. */
   shutdown(serverId: string): Promise<void>;
   /** Deletes this cluster's `terminating` records; returns how many. */
@@ -102,7 +102,7 @@ export class Autoscaler {
   private stopped = true;
   private evaluations = 0;
   /** This server asked its provider to remove it (the last server of a cluster going to zero). */
-  private terminatingSelf = false;
+  private terminatingSelf: AbortController | undefined;
   private deciding = false;
   private policy: ScalePolicy | undefined;
   private lastDecision: Decision | undefined;
@@ -123,15 +123,16 @@ export class Autoscaler {
 
   /**
    * Stops the timers; an action still before its provider request is cancelled, one past it is waited for.
-   * Except when this server asked its provider to remove it: the provider is what stops it, and it answers
-   * once this process has exited, so waiting here would hold the shutdown until that request timed out.
+   * Except when this server asked its provider to remove it: the provider is what stops it, and may answer only
+   * once this process has exited, so the request is given up rather than waited for until it times out.
    */
   async stop(): Promise<void> {
     this.stopped = true;
     this.cancelTick?.();
     this.cancelSweep?.();
     this.cancelAction?.();
-    if (!this.terminatingSelf) await this.acting;
+    if (this.terminatingSelf) this.terminatingSelf.abort();
+    else await this.acting;
   }
 
   /** Pauses the cluster: written to its document, so it holds whichever server decides, and across restarts. */
@@ -248,13 +249,13 @@ export class Autoscaler {
     // From here on the machine is going: nothing cancels the provider request.
     this.cancelAction = undefined;
     const self = serverId === this.deps.serverId;
-    if (self) this.terminatingSelf = true;
+    if (self) this.terminatingSelf = new AbortController();
     try {
-      await actions.terminate(serverId);
+      await actions.terminate(serverId, this.terminatingSelf?.signal);
     } catch (error) {
       // Asking to be removed, this server was stopped before the answer came: the provider did its part.
       if (self && this.stopped) return;
-      this.terminatingSelf = false;
+      this.terminatingSelf = undefined;
       // The node is still there: it goes back into service. Its record stays `failed`, left for people (the
       // sweep only removes `terminating`), and it is never picked again.
       await actions.setStatus(serverId, 'failed');

@@ -116,9 +116,12 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
       return false;
     },
     undrain: async (target) => void (await onMaster(target, 'drain', { data: false })),
-    setStatus: async (target, status) => void (await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } })),
-    terminate: async (target) => {
-      if (manager.managed) await manager.send({ method: 'terminateServer', cluster, server_id: target });
+    setStatus: async (target, status) => {
+      await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } });
+      log.info({ server: target, status }, `autoscaler marked ${target} ${status}`);
+    },
+    terminate: async (target, signal) => {
+      if (manager.managed) await manager.send({ method: 'terminateServer', cluster, server_id: target }, signal ? { signal } : {});
       else await provider.terminate(await providerRequest(target));
     },
     shutdown: async (target) => void (await onMaster(target, 'shutdown', { confirm: target })),
