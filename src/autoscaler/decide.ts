@@ -17,6 +17,8 @@ export interface ClusterNode {
    */
   status: 'pending' | 'running' | 'terminating' | 'failed' | 'stopped';
   createdAt: number;
+  /** When the server's workers first served, as it recorded itself (undefined: unknown). */
+  servingSince?: number;
 }
 
 export interface DecisionInput {
@@ -56,7 +58,9 @@ interface Load {
 /**
  * The autoscaler's decision, a pure function of the signals, the inventory, the policy and the clock.
  *
- * - At most one action per cooldown, and none while the cluster is paused (the policy's `paused`).
+ * - At most one action per cooldown, and none while the cluster is paused (the policy's `paused`). The cooldown
+ *   also runs from when the newest running server began to serve: a server may take longer to start than a
+ *   cooldown lasts, and the window's samples from before it served would grow the cluster again for one load.
  * - Never below `minClusterSize` nor above `maxClusterSize`; a server created but not yet confirmed counts, and
  *   so does a `failed` one (it still serves).
  * - No scale-out from partial data: every running server must have samples in the window.
@@ -74,22 +78,27 @@ export function decide(input: DecisionInput): Decision {
   const current = counted.length;
   const none = (reason: string, desired = current): Decision => ({ action: 'none', reason, current, desired });
   if (policy.paused) return none('paused');
-  if (input.lastActionAt !== undefined && now - input.lastActionAt < policy.cooldownMs) return none('cooldown');
+  let settling = input.lastActionAt ?? Number.NEGATIVE_INFINITY;
+  for (const node of running) if (node.servingSince !== undefined && node.servingSince > settling) settling = node.servingSince;
+  if (now - settling < policy.cooldownMs) return none('cooldown');
 
   if (current < policy.minClusterSize) return { action: 'scale-out', reason: 'below-min', current, desired: current + 1 };
-  const since = now - policy.windowMs;
-  const candidates = measure(running.filter((node) => node.id !== input.deciding), input.signals, since);
+  // Running and failed servers with samples in the window (a failed one still serves: its load is the cluster's).
+  const loads = measure(counted, input.signals, now - policy.windowMs);
+  // Only a running server other than the deciding one is removed by an ordinary scale-in.
+  const candidates = loads.filter((load) => load.node.status === 'running' && load.node.id !== input.deciding);
   if (current > policy.maxClusterSize) return scaleIn(candidates, policy, 'above-max', current) ?? none('no server to remove has signals', current - 1);
 
   const last = current === 1 && running.length === 1 && running[0]!.id === input.deciding;
   if (input.organizationInactive && policy.minClusterSize === 0 && last) {
-    return scaleIn(measure(running, input.signals, since), policy, 'organization-inactive', current) ?? none('no server to remove has signals', 0);
+    return scaleIn(loads, policy, 'organization-inactive', current) ?? none('no server to remove has signals', 0);
   }
   if (counted.some((node) => node.status === 'pending')) return none('a new server is not confirmed yet');
   if (running.length === 0) return none('no running server');
 
-  const loads = measure([...running, ...counted.filter((node) => node.status === 'failed')], input.signals, since);
-  const complete = running.every((node) => loads.some((load) => load.node === node));
+  let measuredRunning = 0;
+  for (const load of loads) if (load.node.status === 'running') measuredRunning++;
+  const complete = measuredRunning === running.length;
   const cpu = mean(loads.map((load) => load.cpu));
   const memory = mean(loads.map((load) => load.memory));
   const hot = cpu > policy.cpu.scaleOutAbove ? 'cpu' : memory > policy.memory.scaleOutAbove ? 'memory' : undefined;
@@ -126,10 +135,11 @@ function better(candidate: Load, best: Load, policy: ScalePolicy): boolean {
   return candidate.node.id > best.node.id;
 }
 
-/** Each running server's mean CPU and memory over the window; servers without a sample in it are left out. */
-function measure(running: readonly ClusterNode[], signals: ReadonlyMap<string, readonly Sample[]>, since: number): Load[] {
+/** Each running or failed server's mean CPU and memory over the window; servers without a sample in it are left out. */
+function measure(nodes: readonly ClusterNode[], signals: ReadonlyMap<string, readonly Sample[]>, since: number): Load[] {
   const loads: Load[] = [];
-  for (const node of running) {
+  for (const node of nodes) {
+    if (node.status !== 'running' && node.status !== 'failed') continue;
     let cpu = 0;
     let memory = 0;
     let count = 0;

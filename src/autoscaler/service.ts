@@ -235,7 +235,15 @@ export class Autoscaler {
     this.cancelAction = () => {
       cancelled = true;
     };
-    if (!(await actions.drain(serverId))) throw new Cancelled(`server ${serverId} disappeared during the drain`);
+    let drained: boolean;
+    try {
+      drained = await actions.drain(serverId);
+    } catch (error) {
+      // Refused or timed out half-way: whatever part of the node did drain serves again.
+      await this.undrainQuietly(serverId);
+      throw error;
+    }
+    if (!drained) throw new Cancelled(`server ${serverId} disappeared during the drain`);
     if (cancelled) {
       await actions.undrain(serverId);
       throw new Cancelled('stopped during the drain');
@@ -259,10 +267,18 @@ export class Autoscaler {
       // The node is still there: it goes back into service. Its record stays `failed`, left for people (the
       // sweep only removes `terminating`), and it is never picked again.
       await actions.setStatus(serverId, 'failed');
-      await actions.undrain(serverId).catch((undrainError: unknown) => this.deps.log.warn({ server: serverId, err: undrainError }, `autoscaler could not take ${serverId} back into service: ${(undrainError as Error).message}`));
+      await this.undrainQuietly(serverId);
       throw error;
     }
     await actions.shutdown(serverId);
+  }
+
+  private async undrainQuietly(serverId: string): Promise<void> {
+    try {
+      await this.deps.actions.undrain(serverId);
+    } catch (error) {
+      this.deps.log.warn({ server: serverId, err: error }, `autoscaler could not take ${serverId} back into service: ${(error as Error).message}`);
+    }
   }
 
   private async readPolicy(): Promise<ScalePolicy | undefined> {

@@ -29,7 +29,7 @@ export interface AutoscalerBootDeps {
   metrics: Pick<PrimaryMetrics, 'autoscalerActions' | 'clusterSizeCurrent' | 'clusterSizeDesired'>;
 }
 
-type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown } };
+type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown; servingSince?: unknown } };
 type ClusterDocument = Document & { autoscaler?: unknown; initialDeployment?: { cloud?: unknown } };
 
 const Samples = Type.Array(Type.Object({ at: Type.Number(), cpu: Type.Number(), memory: Type.Number() }), { maxItems: 3_600 });
@@ -40,12 +40,31 @@ function nodeStatus(status: unknown): ClusterNode['status'] {
   return status === 'starting' || status === 'pending' ? 'pending' : 'stopped';
 }
 
+const timeOf = (value: unknown): number => (typeof value === 'number' ? value : typeof value === 'string' ? Date.parse(value) : Number.NaN);
+
 function createdAt(record: ServerRecord): number {
   for (const value of [record.master?.createdAt, record.master?.startedAt, record.createdAt]) {
-    const at = typeof value === 'number' ? value : typeof value === 'string' ? Date.parse(value) : Number.NaN;
+    const at = timeOf(value);
     if (Number.isFinite(at)) return at;
   }
   return 0;
+}
+
+/**
+ * A `running` record whose workers have not served yet (`servingSince: null`) is not confirmed: it counts toward
+ * the size and holds the next action, as a created one does. A record without the field predates it: it has
+ * served since it started.
+ */
+function node(record: ServerRecord): ClusterNode {
+  const status = nodeStatus(record.master?.status);
+  const serving = record.master?.servingSince;
+  const servingSince = timeOf(serving === undefined ? record.master?.startedAt : serving);
+  return {
+    id: record._id,
+    status: status === 'running' && serving === null ? 'pending' : status,
+    createdAt: createdAt(record),
+    ...(Number.isFinite(servingSince) ? { servingSince } : {}),
+  };
 }
 
 /**
@@ -110,12 +129,18 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     },
     drain: async (target) => {
       // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
-      if (await onMaster(target, 'drain', { data: true }, drainTimeoutMs)) return true;
+      if (await onMaster(target, 'drain', { data: true }, drainTimeoutMs)) {
+        log.info({ server: target }, `autoscaler drained ${target}`);
+        return true;
+      }
       // No answer: the node is gone, or too slow; a slow one is taken back into service rather than left drained.
       void onMaster(target, 'drain', { data: false }).catch(() => undefined);
       return false;
     },
-    undrain: async (target) => void (await onMaster(target, 'drain', { data: false })),
+    undrain: async (target) => {
+      await onMaster(target, 'drain', { data: false });
+      log.info({ server: target }, `autoscaler took ${target} back into service`);
+    },
     setStatus: async (target, status) => {
       await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } });
       log.info({ server: target, status }, `autoscaler marked ${target} ${status}`);
@@ -139,7 +164,7 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     sweepIntervalMs: config.autoscaler.sweepIntervalMs,
     sample: () => sampler.sample([process.pid, ...pids.values()]),
     inventory: {
-      nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map((record) => ({ id: record._id, status: nodeStatus(record.master?.status), createdAt: createdAt(record) })),
+      nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map(node),
       policy: async () => (await clusterDocument())?.autoscaler,
       setPaused,
       organizationInactive: () => organizationInactive,

@@ -120,6 +120,14 @@ t.test('paused, or inside the cooldown: no action', async (t) => {
   t.match(decide(input([node('a', 1)], { a: steady(99) }, { lastActionAt: NOW - 300_000 })), { action: 'scale-out' });
 });
 
+t.test('the cooldown also runs from when the newest running server began to serve: the window before is no reason to grow again', async (t) => {
+  const joined = { ...node('b', 2), servingSince: NOW - 10_000 };
+  const hot = { a: steady(90), b: [{ at: NOW - 5_000, cpu: 10, memory: 20 }] };
+  t.match(decide(input([node('a', 1), joined], hot, { lastActionAt: NOW - 400_000 })), { action: 'none', reason: 'cooldown' });
+  t.match(decide(input([node('a', 1), { ...joined, servingSince: NOW - 300_000 }], { a: steady(90), b: steady(90) }, { lastActionAt: NOW - 400_000 })), { action: 'scale-out', reason: 'cpu' });
+  t.match(decide(input([node('a', 1), { ...joined, status: 'terminating' }], { a: steady(90) }, { lastActionAt: NOW - 400_000 })), { action: 'scale-out' }, 'a server on its way out does not hold the cluster');
+});
+
 /** A small deterministic generator, so a failing case can be replayed from its seed. */
 function random(seed: number) {
   let state = seed >>> 0 || 1;

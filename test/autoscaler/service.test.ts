@@ -165,6 +165,17 @@ t.test('a node that disappears during its drain: the action is cancelled and log
   t.ok(f.logs.some((line) => /scale-in cancelled: server b disappeared during the drain/.test(line)));
 });
 
+t.test('a drain refused or timed out half-way: the node is taken back into service, the action failed, nothing terminated', async (t) => {
+  const f = fleet({ actions: { drain: async (id) => (f.steps.push(`drain ${id}`), Promise.reject(new Error('worker.drain: no reply in time'))) } });
+  f.scaler.start();
+  t.teardown(() => f.scaler.stop());
+  f.load.cpu = 5;
+  f.load.memory = 5;
+  await run(f, INTERVAL);
+  t.same(f.steps, ['gather b', 'drain b', 'undrain b']);
+  t.match((await f.scaler.status()).lastAction, { outcome: 'failed', serverId: 'b', error: 'worker.drain: no reply in time' });
+});
+
 t.test('stopped during the drain: the node goes back to running, no provider request', async (t) => {
   let release!: () => void;
   const f = fleet({ actions: { drain: (id) => new Promise((resolve) => (release = () => resolve(true), void f.steps.push(`drain ${id}`))) } });
