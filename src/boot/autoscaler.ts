@@ -138,8 +138,8 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
       return false;
     },
     undrain: async (target) => {
-      await onMaster(target, 'drain', { data: false });
-      log.info({ server: target }, `autoscaler took ${target} back into service`);
+      if (await onMaster(target, 'drain', { data: false })) log.info({ server: target }, `autoscaler took ${target} back into service`);
+      else log.warn({ server: target }, `autoscaler could not take ${target} back into service: it did not answer`);
     },
     setStatus: async (target, status) => {
       await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } });
