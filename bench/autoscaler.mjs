@@ -1,10 +1,19 @@
 #!/usr/bin/env node
-// Autoscaler decision benchmark: the cost of one evaluation of `decide` (src/autoscaler/decide.ts) over a
-// cluster inventory of BENCH_NODES servers (default 10,000) with BENCH_SAMPLES samples each (default 12),
-// against a baseline measured in the same run on the same data: one plain pass that averages every server's
-// samples (the least any decision over these signals must do). Alternating rounds, median.
+// Autoscaler benchmark.
+// 1. Decision: the cost of one evaluation of `decide` (src/autoscaler/decide.ts) over a cluster inventory of
+//    BENCH_NODES servers (default 10,000) with BENCH_SAMPLES samples each (default 12), against a baseline
+//    measured in the same run on the same data: one plain pass that averages every server's samples (the least
+//    any decision over these signals must do). Alternating rounds, median.
+// 2. End to end: BENCH_E2E_RUNS runs (default 3; 0 skips) of test/e2e/autoscaler-fleet.test.ts, the autoscaled
+//    cluster on the local provider with real processes (a platform server, its tenant servers, autocannon load),
+//    each reporting its figures: threshold crossed (the scale-out decision) → the new server serving its first
+//    request of the load; the scale-in (decision → done) and the requests of a light client that failed during
+//    it; the organization confirmed inactive → the last server's process gone; the activation on the platform →
+//    the new server serving. Median, min and max over the runs.
 // Run after `npm run build`: `node bench/autoscaler.mjs`. Writes bench/results/autoscaler.json and .md.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { decide } from '../dist/src/autoscaler/decide.js';
@@ -16,6 +25,7 @@ const settings = {
   samples: Number(process.env.BENCH_SAMPLES ?? 12),
   evaluations: Number(process.env.BENCH_EVALUATIONS ?? 200),
   rounds: Number(process.env.BENCH_ROUNDS ?? 5),
+  e2eRuns: Number(process.env.BENCH_E2E_RUNS ?? 3),
 };
 
 const now = 100_000_000;
@@ -66,6 +76,7 @@ for (let round = 0; round < settings.rounds; round++) {
   for (const name of order) runs[name].push(measure(candidates[name]));
 }
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const endToEnd = settings.e2eRuns > 0 ? runEndToEnd(settings.e2eRuns) : null;
 const result = {
   bench: 'autoscaler',
   at: new Date().toISOString(),
@@ -76,6 +87,7 @@ const result = {
   ratio: median(runs.decide) / median(runs.baseline),
   decision: decide({ policy, nodes, signals, now }),
   sink,
+  endToEnd,
 };
 const results = path.join(here, 'results');
 mkdirSync(results, { recursive: true });
@@ -93,6 +105,61 @@ const table = [
   '',
   `\`decide\` costs ${result.ratio.toFixed(2)}× the baseline pass; the decision on this inventory: \`${JSON.stringify({ action: result.decision.action, reason: result.decision.reason })}\`.`,
   '',
+  ...(endToEnd ? endToEndMarkdown(endToEnd) : []),
 ];
 writeFileSync(path.join(results, 'autoscaler.md'), table.join('\n'));
 console.log(table.join('\n'));
+
+/** The figures each run of the end-to-end test wrote, with median, min and max per figure. */
+function runEndToEnd(runs) {
+  const root = path.join(here, '..');
+  const tap = path.join(root, 'node_modules', '.bin', 'tap');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'fleetplane-bench-autoscaler-'));
+  const results = [];
+  for (let run = 1; run <= runs; run++) {
+    const file = path.join(dir, `run-${run}.json`);
+    const loadAverage = os.loadavg()[0];
+    const started = Date.now();
+    const child = spawnSync(tap, ['--reporter=terse', 'test/e2e/autoscaler-fleet.test.ts'], { cwd: root, env: { ...process.env, AUTOSCALER_E2E_FIGURES: file }, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    const durationMs = Date.now() - started;
+    if (child.status !== 0) {
+      console.error(child.stdout.slice(-4000), child.stderr.slice(-2000));
+      throw new Error(`end-to-end run ${run} failed (exit ${child.status}): no figures from a run whose assertions did not hold`);
+    }
+    const figures = JSON.parse(readFileSync(file, 'utf8'));
+    results.push({ ...figures, fileDurationMs: durationMs, loadAverage: Number(loadAverage.toFixed(2)) });
+    console.error(`end-to-end run ${run}: ${JSON.stringify(results.at(-1))}`);
+  }
+  const names = ['loadToDecisionMs', 'thresholdToServingMs', 'loadStopToScaleInMs', 'scaleInMs', 'scaleInRequests', 'scaleInFailed', 'inactiveToRemovedMs', 'activationToServingMs', 'fileDurationMs'];
+  const summary = {};
+  for (const name of names) {
+    const values = results.map((entry) => entry[name]);
+    summary[name] = { median: median(values), min: Math.min(...values), max: Math.max(...values) };
+  }
+  return { runs: results, summary, cpus: os.availableParallelism() };
+}
+
+function endToEndMarkdown(endToEnd) {
+  const { summary, runs } = endToEnd;
+  const row = (label, name, unit = ' ms') => `| ${label} | ${summary[name].median}${unit} | ${summary[name].min}–${summary[name].max}${unit} | ${runs.map((entry) => entry[name]).join(', ')} |`;
+  return [
+    '# Autoscaler end to end',
+    '',
+    `\`test/e2e/autoscaler-fleet.test.ts\`, ${runs.length} runs: a platform server with the local provider and the tenant cluster's servers it starts (one worker each, real processes on 127.0.0.1), autocannon load through a pool that follows the inventory, policy window 2 s, cooldown 4 s, evaluation every 250 ms. ${endToEnd.cpus} CPUs; load average at each run's start: ${runs.map((entry) => entry.loadAverage).join(', ')} (the machine is shared).`,
+    '',
+    '| figure | median | min–max | runs |',
+    '|---|---:|---:|---|',
+    row('load on → scale-out decision (window, and the cooldown from the first server serving)', 'loadToDecisionMs'),
+    row('threshold crossed (scale-out decision) → new server serving the load', 'thresholdToServingMs'),
+    row('load stops → scale-in decision (cooldown from the new server serving, window)', 'loadStopToScaleInMs'),
+    row('scale-in: decision → done (drain with 500 ms readiness grace, terminating, provider, shutdown)', 'scaleInMs'),
+    row('requests of the light client during the scale-in', 'scaleInRequests', ''),
+    row('of which failed (socket error or 5xx)', 'scaleInFailed', ''),
+    row('organization confirmed inactive → last server stopped (its drain includes the 500 ms readiness grace)', 'inactiveToRemovedMs'),
+    row('activation on the platform → new server serving', 'activationToServingMs'),
+    row('the whole test file', 'fileDurationMs'),
+    '',
+    'Both "→ serving" figures include a server start (`fleetplane start`, one worker) on this machine: compare `bench/results/manager.md`.',
+    '',
+  ];
+}

@@ -27,8 +27,8 @@ Options:
   -h, --help         show this help
 
 Methods: status, cordon, drain, shed, restart, reboot, shutdown, and any registered with server.handle().
-  scale status|pause|resume   the autoscaler of the server (default target: --master); the cluster's
-                              deciding server is the one whose status says "deciding": true
+  scale status|pause|resume   the autoscaler (default target: --master); pause and resume act on the
+                              whole cluster (its document); the deciding server's status says "deciding": true
 
 Exit code: 0 when every target answered ok, 1 when one failed or was missing, 2 on bad input.`;
 

@@ -19,6 +19,8 @@ export const ScalePolicySchema = Type.Object(
     cooldownMs: Type.Optional(Type.Integer({ minimum: 1_000, maximum: 86_400_000 })),
     /** Which node a scale-in removes. */
     decommissionStrategy: Type.Optional(Type.Union([Type.Literal('newest'), Type.Literal('least-loaded')])),
+    /** No action while true; samples are still taken (`fleetplane ctl scale pause|resume` write it). */
+    paused: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -33,6 +35,7 @@ export interface ScalePolicy {
   windowMs: number;
   cooldownMs: number;
   decommissionStrategy: 'newest' | 'least-loaded';
+  paused: boolean;
 }
 
 export const POLICY_DEFAULTS = {
@@ -74,6 +77,7 @@ export function parsePolicy(input: unknown): ScalePolicy {
     windowMs: given.windowMs ?? POLICY_DEFAULTS.windowMs,
     cooldownMs: given.cooldownMs ?? POLICY_DEFAULTS.cooldownMs,
     decommissionStrategy: given.decommissionStrategy ?? POLICY_DEFAULTS.decommissionStrategy,
+    paused: given.paused ?? false,
   };
   if (policy.minClusterSize > policy.maxClusterSize) throw new PolicyError('minClusterSize', `must not exceed maxClusterSize (${policy.maxClusterSize})`);
   for (const resource of ['cpu', 'memory'] as const) {

@@ -2,11 +2,16 @@ import type { Clock } from '../runtime/clock.js';
 import { decide, type ClusterNode, type Decision, type Sample, type ScaleReason } from './decide.js';
 import { parsePolicy, PolicyError, type ScalePolicy } from './policy.js';
 
-/** What the autoscaler reads of the cluster: its servers and the `autoscaler` section of its document. */
+/**
+ * What the autoscaler reads of the cluster (its servers and the `autoscaler` section of its document), and the
+ * one thing it writes to that document: the pause, which is the cluster's, whichever server decides.
+ */
 export interface InventoryReader {
   nodes(): Promise<ClusterNode[]>;
   /** The raw `autoscaler` section of the cluster document (undefined: the cluster is not autoscaled). */
   policy(): Promise<unknown>;
+  /** Writes the policy's `paused`; throws when the cluster document has no `autoscaler` section. */
+  setPaused(paused: boolean): Promise<void>;
   /** A confirmed `organization.inactive` of the cluster's own organization (SPEC 14.4 scale to zero). */
   organizationInactive?(): boolean;
 }
@@ -22,8 +27,8 @@ export interface ScaleActions {
   /** Takes a drained node back into service (an action cancelled before the provider request). */
   undrain(serverId: string): Promise<void>;
   setStatus(serverId: string, status: 'running' | 'terminating' | 'failed'): Promise<void>;
-  /** The provider request that removes the machine. */
-  terminate(serverId: string): Promise<void>;
+  /** The provider request that removes the machine; `signal` gives up on its answer. */
+  terminate(serverId: string, signal?: AbortSignal): Promise<void>;
   /** Stops the node's process through State. */
   shutdown(serverId: string): Promise<void>;
   /** Deletes this cluster's `terminating` records; returns how many. */
@@ -68,6 +73,7 @@ export interface ActionRecord {
 
 export interface AutoscalerStatus {
   serverId: string;
+  /** The cluster's pause, as its document says now. */
   paused: boolean;
   /** Whether this server decides for the cluster (the lowest id among its running servers). */
   deciding: boolean;
@@ -75,6 +81,8 @@ export interface AutoscalerStatus {
   lastDecision?: Decision;
   lastAction?: ActionRecord;
   samples: number;
+  /** Evaluations of the policy this server made since it started (it decides for the cluster). */
+  evaluations: number;
 }
 
 /** Samples kept: enough for the longest window at one sample per second, bounded either way. */
@@ -91,8 +99,10 @@ class Cancelled extends Error {}
  */
 export class Autoscaler {
   private samples: Sample[] = [];
-  private paused = false;
   private stopped = true;
+  private evaluations = 0;
+  /** This server asked its provider to remove it (the last server of a cluster going to zero). */
+  private terminatingSelf: AbortController | undefined;
   private deciding = false;
   private policy: ScalePolicy | undefined;
   private lastDecision: Decision | undefined;
@@ -111,36 +121,45 @@ export class Autoscaler {
     this.scheduleSweep();
   }
 
-  /** Stops the timers; an action still before its provider request is cancelled. */
+  /**
+   * Stops the timers; an action still before its provider request is cancelled, one past it is waited for.
+   * Except when this server asked its provider to remove it: the provider is what stops it, and may answer only
+   * once this process has exited, so the request is given up rather than waited for until it times out.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     this.cancelTick?.();
     this.cancelSweep?.();
     this.cancelAction?.();
-    await this.acting;
+    if (this.terminatingSelf) this.terminatingSelf.abort();
+    else await this.acting;
   }
 
-  pause(): AutoscalerStatus {
-    this.paused = true;
-    this.deps.log.info({}, 'autoscaler paused');
+  /** Pauses the cluster: written to its document, so it holds whichever server decides, and across restarts. */
+  async pause(): Promise<AutoscalerStatus> {
+    await this.deps.inventory.setPaused(true);
+    this.deps.log.info({}, 'autoscaler paused for the cluster');
     return this.status();
   }
 
-  resume(): AutoscalerStatus {
-    this.paused = false;
-    this.deps.log.info({}, 'autoscaler resumed');
+  async resume(): Promise<AutoscalerStatus> {
+    await this.deps.inventory.setPaused(false);
+    this.deps.log.info({}, 'autoscaler resumed for the cluster');
     return this.status();
   }
 
-  status(): AutoscalerStatus {
+  /** This server's view, with the policy read now (a server that does not decide never reads it otherwise). */
+  async status(): Promise<AutoscalerStatus> {
+    const policy = await this.readPolicy();
     return {
       serverId: this.deps.serverId,
-      paused: this.paused,
+      paused: policy?.paused ?? false,
       deciding: this.deciding,
-      ...(this.policy ? { policy: this.policy } : {}),
+      ...(policy ? { policy } : {}),
       ...(this.lastDecision ? { lastDecision: this.lastDecision } : {}),
       ...(this.lastAction ? { lastAction: { ...this.lastAction } } : {}),
       samples: this.samples.length,
+      evaluations: this.evaluations,
     };
   }
 
@@ -164,7 +183,8 @@ export class Autoscaler {
     if (!policy) return;
     this.dropOlderThan(this.deps.clock.now() - policy.windowMs);
     if (this.acting) return;
-    const peers = running.filter((id) => id !== this.deps.serverId);
+    // A failed server still serves: its load is part of the cluster's when it answers.
+    const peers = nodes.filter((node) => (node.status === 'running' || node.status === 'failed') && node.id !== this.deps.serverId).map((node) => node.id);
     const signals = peers.length > 0 ? await this.deps.gather(peers) : new Map<string, Sample[]>();
     signals.set(this.deps.serverId, this.signals());
     const decision = decide({
@@ -172,10 +192,11 @@ export class Autoscaler {
       nodes,
       signals,
       now: this.deps.clock.now(),
-      paused: this.paused,
+      deciding: this.deps.serverId,
       organizationInactive: this.deps.inventory.organizationInactive?.() ?? false,
       ...(this.lastAction ? { lastActionAt: this.lastAction.at } : {}),
     });
+    this.evaluations++;
     this.lastDecision = decision;
     this.deps.metrics?.size(decision.current, decision.desired);
     if (decision.action === 'none') return;
@@ -214,7 +235,15 @@ export class Autoscaler {
     this.cancelAction = () => {
       cancelled = true;
     };
-    if (!(await actions.drain(serverId))) throw new Cancelled(`server ${serverId} disappeared during the drain`);
+    let drained: boolean;
+    try {
+      drained = await actions.drain(serverId);
+    } catch (error) {
+      // Refused or timed out half-way: whatever part of the node did drain serves again.
+      await this.undrainQuietly(serverId);
+      throw error;
+    }
+    if (!drained) throw new Cancelled(`server ${serverId} disappeared during the drain`);
     if (cancelled) {
       await actions.undrain(serverId);
       throw new Cancelled('stopped during the drain');
@@ -227,14 +256,29 @@ export class Autoscaler {
     }
     // From here on the machine is going: nothing cancels the provider request.
     this.cancelAction = undefined;
+    const self = serverId === this.deps.serverId;
+    if (self) this.terminatingSelf = new AbortController();
     try {
-      await actions.terminate(serverId);
+      await actions.terminate(serverId, this.terminatingSelf?.signal);
     } catch (error) {
-      // The node still serves; `failed` records are left for people (the sweep only removes `terminating`).
+      // Asking to be removed, this server was stopped before the answer came: the provider did its part.
+      if (self && this.stopped) return;
+      this.terminatingSelf = undefined;
+      // The node is still there: it goes back into service. Its record stays `failed`, left for people (the
+      // sweep only removes `terminating`), and it is never picked again.
       await actions.setStatus(serverId, 'failed');
+      await this.undrainQuietly(serverId);
       throw error;
     }
     await actions.shutdown(serverId);
+  }
+
+  private async undrainQuietly(serverId: string): Promise<void> {
+    try {
+      await this.deps.actions.undrain(serverId);
+    } catch (error) {
+      this.deps.log.warn({ server: serverId, err: error }, `autoscaler could not take ${serverId} back into service: ${(error as Error).message}`);
+    }
   }
 
   private async readPolicy(): Promise<ScalePolicy | undefined> {

@@ -67,8 +67,12 @@ export class ServerSampler {
     this.previous = { at, cpuUs };
     if (!previous || cpuUs.size === 0 || at <= previous.at) return undefined;
     let used = 0;
-    // A process that started since the previous sample counts from zero: it was forked inside the interval.
-    for (const [pid, now] of cpuUs) used += Math.max(0, now - (previous.cpuUs.get(pid) ?? 0));
+    // A process first seen here starts counting from here: a worker is handed over once it is ready, and the CPU
+    // it spent booting is no load of the server (counted in one interval it reads as a spike to 100 %).
+    for (const [pid, now] of cpuUs) {
+      const before = previous.cpuUs.get(pid);
+      if (before !== undefined) used += Math.max(0, now - before);
+    }
     const elapsedUs = (at - previous.at) * 1_000;
     return {
       at,

@@ -5,6 +5,7 @@ import { Autoscaler, type ScaleActions } from '../autoscaler/service.js';
 import { ServerSampler } from '../autoscaler/signals.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import type { Document, Store } from '../db/types.js';
+import { IpcError } from '../ipc/envelope.js';
 import type { RequestResult } from '../ipc/handlers.js';
 import type { Manager } from '../manager/manager.js';
 import { providerPort, type ApiSend, type WorkflowRunner } from '../manager/provider-port.js';
@@ -28,7 +29,7 @@ export interface AutoscalerBootDeps {
   metrics: Pick<PrimaryMetrics, 'autoscalerActions' | 'clusterSizeCurrent' | 'clusterSizeDesired'>;
 }
 
-type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown } };
+type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown; servingSince?: unknown } };
 type ClusterDocument = Document & { autoscaler?: unknown; initialDeployment?: { cloud?: unknown } };
 
 const Samples = Type.Array(Type.Object({ at: Type.Number(), cpu: Type.Number(), memory: Type.Number() }), { maxItems: 3_600 });
@@ -39,12 +40,31 @@ function nodeStatus(status: unknown): ClusterNode['status'] {
   return status === 'starting' || status === 'pending' ? 'pending' : 'stopped';
 }
 
+const timeOf = (value: unknown): number => (typeof value === 'number' ? value : typeof value === 'string' ? Date.parse(value) : Number.NaN);
+
 function createdAt(record: ServerRecord): number {
   for (const value of [record.master?.createdAt, record.master?.startedAt, record.createdAt]) {
-    const at = typeof value === 'number' ? value : typeof value === 'string' ? Date.parse(value) : Number.NaN;
+    const at = timeOf(value);
     if (Number.isFinite(at)) return at;
   }
   return 0;
+}
+
+/**
+ * A `running` record whose workers have not served yet (`servingSince: null`) is not confirmed: it counts toward
+ * the size and holds the next action, as a created one does. A record without the field predates it: it has
+ * served since it started.
+ */
+function node(record: ServerRecord): ClusterNode {
+  const status = nodeStatus(record.master?.status);
+  const serving = record.master?.servingSince;
+  const servingSince = timeOf(serving === undefined ? record.master?.startedAt : serving);
+  return {
+    id: record._id,
+    status: status === 'running' && serving === null ? 'pending' : status,
+    createdAt: createdAt(record),
+    ...(Number.isFinite(servingSince) ? { servingSince } : {}),
+  };
 }
 
 /**
@@ -64,11 +84,29 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   });
   const sampler = new ServerSampler();
   const servers = () => db.collection<ServerRecord>('servers');
-  const clusterDocument = async (): Promise<ClusterDocument | null> => {
+  const clusters = async () => {
     const platform = await deps.platformOrganization();
-    if (!platform) return null;
-    return db.forOrganization(platform).collection<ClusterDocument>('clusters').findOne({ $or: [{ _id: cluster }, { name: cluster }] });
+    return platform ? db.forOrganization(platform).collection<ClusterDocument>('clusters') : undefined;
   };
+  const clusterDocument = async (): Promise<ClusterDocument | null> => (await (await clusters())?.findOne({ $or: [{ _id: cluster }, { name: cluster }] })) ?? null;
+  const setPaused = async (paused: boolean) => {
+    const document = await clusterDocument();
+    if (!document || document.autoscaler === undefined) throw new IpcError('bad_request', `cluster ${cluster} has no autoscaler section in its document: there is nothing to ${paused ? 'pause' : 'resume'}`);
+    await (await clusters())!.updateOne({ _id: document._id }, { $set: { 'autoscaler.paused': paused } });
+  };
+
+  // Scale to zero (SPEC 14.4) hears of the cluster's own organization only: the tenant a managed cluster serves,
+  // else this server's platform organization. The organization map confirms it inactive once its last
+  // WebSocket here closed and the grace period passed; any request or socket of it afterwards makes it active.
+  const ownOrganization = config.server.organization ? Promise.resolve(config.server.organization) : deps.platformOrganization();
+  let organizationInactive = false;
+  const organizationChanged = (inactive: boolean) => async ({ organization_id }: { organization_id: string }) => {
+    if (organization_id !== (await ownOrganization) || organizationInactive === inactive) return;
+    organizationInactive = inactive;
+    log.info({ organization: organization_id }, `autoscaler: the cluster's organization is ${inactive ? 'inactive' : 'active again'}`);
+  };
+  deps.events.on('organization.inactive', organizationChanged(true));
+  deps.events.on('organization.active', organizationChanged(false));
   const provider = providerPort({ api: deps.api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow });
   const providerRequest = async (serverIdOf?: string) => {
     const [platform, document] = await Promise.all([deps.platformOrganization(), clusterDocument()]);
@@ -91,15 +129,24 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     },
     drain: async (target) => {
       // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
-      if (await onMaster(target, 'drain', { data: true }, drainTimeoutMs)) return true;
+      if (await onMaster(target, 'drain', { data: true }, drainTimeoutMs)) {
+        log.info({ server: target }, `autoscaler drained ${target}`);
+        return true;
+      }
       // No answer: the node is gone, or too slow; a slow one is taken back into service rather than left drained.
       void onMaster(target, 'drain', { data: false }).catch(() => undefined);
       return false;
     },
-    undrain: async (target) => void (await onMaster(target, 'drain', { data: false })),
-    setStatus: async (target, status) => void (await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } })),
-    terminate: async (target) => {
-      if (manager.managed) await manager.send({ method: 'terminateServer', cluster, server_id: target });
+    undrain: async (target) => {
+      if (await onMaster(target, 'drain', { data: false })) log.info({ server: target }, `autoscaler took ${target} back into service`);
+      else log.warn({ server: target }, `autoscaler could not take ${target} back into service: it did not answer`);
+    },
+    setStatus: async (target, status) => {
+      await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } });
+      log.info({ server: target, status }, `autoscaler marked ${target} ${status}`);
+    },
+    terminate: async (target, signal) => {
+      if (manager.managed) await manager.send({ method: 'terminateServer', cluster, server_id: target }, signal ? { signal } : {});
       else await provider.terminate(await providerRequest(target));
     },
     shutdown: async (target) => void (await onMaster(target, 'shutdown', { confirm: target })),
@@ -117,8 +164,10 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     sweepIntervalMs: config.autoscaler.sweepIntervalMs,
     sample: () => sampler.sample([process.pid, ...pids.values()]),
     inventory: {
-      nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map((record) => ({ id: record._id, status: nodeStatus(record.master?.status), createdAt: createdAt(record) })),
+      nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map(node),
       policy: async () => (await clusterDocument())?.autoscaler,
+      setPaused,
+      organizationInactive: () => organizationInactive,
     },
     gather: async (ids) => {
       const result = await deps.request({ method: 'autoscaler.signals', server: [...ids], master: true }, Math.max(1_000, config.autoscaler.intervalMs));

@@ -35,8 +35,8 @@ export async function openAutomationAndManager(
 
 /** The built-in `local` provider (SPEC 13.4) of this process, answered for the platform organization only. */
 export function openLocalProvider(identity: ServerIdentity): LocalProvider {
-  const root = identity.config.manager.localRoot;
-  return new LocalProvider({ log: identity.log.child({ component: 'local-provider' }), ...(root ? { root } : {}) });
+  const { localRoot: root, localConfig: baseConfig } = identity.config.manager;
+  return new LocalProvider({ log: identity.log.child({ component: 'local-provider' }), ...(root ? { root } : {}), ...(baseConfig ? { baseConfig } : {}) });
 }
 
 /**

@@ -11,6 +11,7 @@ import type { OrganizationPresence } from '../state/organizations.js';
 import { Mesh, type MeshApi, type MeshMessage } from '../mesh/mesh.js';
 import { SERVERS, runningPeers } from '../mesh/inventory.js';
 import { meshSettings, meshUrl, publicUrl } from '../mesh/settings.js';
+import { onFleetReady } from '../lifecycle/startup-readiness.js';
 
 /**
  * SPEC 6.3, the close contract: 1000 ("do not retry") only for an explicit node shutdown; a restart, a reboot
@@ -70,6 +71,15 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
   primary.handleWorkerRpc('primary.mesh.peers', () => mesh.peers());
 
   let leaving = false;
+  let joined = false;
+  // When the workers first all served: a `running` record may be seen before, while they still boot. The
+  // autoscaler counts a server as confirmed from here (null until then; a record without it predates it).
+  let servingSince: string | null = null;
+  const stopListening = onFleetReady({ on: (event, listener) => events.on(event, listener), off: (event, listener) => events.off(event, listener), fleetHealth: () => primary.getFleetHealth() }, () => {
+    if (servingSince !== null || leaving) return;
+    servingSince = new Date().toISOString();
+    if (joined) void state.save().catch((error: unknown) => meshLog.error({ err: error }, 'inventory record not marked serving'));
+  });
   const port = await mesh.listen();
   if (port !== undefined) mesh.url = meshUrl(config, port, Boolean(settings.tls));
   state.describeInventory(() => ({
@@ -81,11 +91,13 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     meshUrl: mesh.url ?? null,
     workers: primary.workerCount,
     startedAt,
+    servingSince,
     updatedAt: new Date().toISOString(),
   }));
 
   primary.onShutdown(async () => {
     leaving = true;
+    stopListening();
     mesh.beginShutdown();
     try {
       await state.save();
@@ -99,6 +111,7 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
   return {
     mesh,
     async join() {
+      joined = true;
       try {
         await state.save();
       } catch (error) {

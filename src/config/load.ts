@@ -241,6 +241,20 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   if (Boolean(config.https.key) !== Boolean(config.https.cert)) {
     throw new ConfigError(config.https.key ? 'https.cert' : 'https.key', 'HTTPS needs both key and cert', file);
   }
+  if (config.manager.localConfig) assertLocalConfig(config.manager.localConfig, sources.get('manager.localConfig') ?? file);
   config.dataDir = path.resolve(cwd, config.dataDir);
   return { config, file, warnings };
+}
+
+/**
+ * `manager.localConfig` is the config of the servers the local provider starts: checked as one here, so a
+ * mistake in it stops this server's start rather than every start of theirs.
+ */
+function assertLocalConfig(local: Json, source?: string): void {
+  try {
+    loadConfig({ object: local, env: {} });
+  } catch (error) {
+    if (error instanceof ConfigError) throw new ConfigError(`manager.localConfig${error.field ? `.${error.field}` : ''}`, error.reason, source);
+    throw error;
+  }
 }

@@ -250,6 +250,11 @@ export const ConfigSchema = Type.Object(
         terminateWorkflow: Type.String({ minLength: 1, maxLength: 64, default: 'terminate-organization-server', description: 'Parent: workflow that asks a provider to end a server' }),
         activation: Type.Boolean({ default: true, description: 'Parent: create a server when a tenant organization with a managed cluster becomes active and none runs' }),
         localRoot: Type.Optional(Type.String({ minLength: 1, description: 'Parent: directory of the data directories of servers the built-in local provider starts (default: the system temp directory)' })),
+        localConfig: Type.Optional(
+          Type.Record(Type.String(), Type.Unknown(), {
+            description: 'Parent: config of every server the built-in local provider starts (what a cloud image would hold: autoscaler, shutdown timings), under the fields the provider sets itself',
+          }),
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -27,6 +27,7 @@ export type ManagerErrorCode =
   | 'parent_failed'
   | 'parent_unreachable'
   | 'parent_timeout'
+  | 'parent_abandoned'
   | 'unmanaged'
   | 'unavailable';
 

@@ -47,7 +47,10 @@ export interface LocalProviderOptions {
   root?: string;
   /** The command that runs the CLI (default: this Node and this package's `cli/main.js`); `start` is appended. */
   command?: readonly string[];
-  /** Config every started server gets under its own (the operator's, trusted: e.g. shutdown timings). */
+  /**
+   * Config every started server gets under the fields the provider sets (the operator's `manager.localConfig`,
+   * trusted: e.g. the autoscaler, shutdown timings); its `server`, `http`, `mesh`, `manager` and `log` sections are merged.
+   */
   baseConfig?: Record<string, unknown>;
   /** How long a terminated server has to exit after SIGTERM before it is killed. */
   stopTimeoutMs?: number;
@@ -118,17 +121,20 @@ export class LocalProvider implements BuiltinProvider {
     const host = '127.0.0.1';
     const [httpPort, meshPort] = [await freePort(host), await freePort(host)];
     const { startup, deployment } = valid;
+    const base = this.options.baseConfig ?? {};
+    // The base config's sections keep their other fields (mesh timings, the parent's timeout); the provider's win.
+    const section = (name: string) => (typeof base[name] === 'object' && base[name] !== null && !Array.isArray(base[name]) ? (base[name] as Record<string, unknown>) : {});
     const config = {
-      ...this.options.baseConfig,
+      ...base,
       dataDir,
       workers: deployment?.workers ?? 1,
-      server: { id: valid.server_id, cluster: valid.cluster_id, organization: startup.server.organization, publicUrl: `http://${host}:${httpPort}` },
-      http: { port: httpPort, host },
-      mesh: { port: meshPort, host, url: `ws://${host}:${meshPort}`, ...(startup.mesh ? { secret: startup.mesh.secret } : {}) },
+      server: { ...section('server'), id: valid.server_id, cluster: valid.cluster_id, organization: startup.server.organization, publicUrl: `http://${host}:${httpPort}` },
+      http: { ...section('http'), port: httpPort, host },
+      mesh: { ...section('mesh'), port: meshPort, host, url: `ws://${host}:${meshPort}`, ...(startup.mesh ? { secret: startup.mesh.secret } : {}) },
       ...(startup.db ? { db: startup.db } : {}),
       ...(startup.mongodb ? { mongodb: startup.mongodb } : {}),
-      manager: { organizationId: startup.manager.organizationId, host: startup.manager.host, apiKey: startup.manager.apiKey },
-      ...(deployment?.logLevel ? { log: { level: deployment.logLevel } } : {}),
+      manager: { ...section('manager'), organizationId: startup.manager.organizationId, host: startup.manager.host, apiKey: startup.manager.apiKey },
+      ...(deployment?.logLevel ? { log: { ...section('log'), level: deployment.logLevel } } : {}),
     };
     const configFile = path.join(dataDir, 'fleetplane.config.json');
     writeFileSync(configFile, JSON.stringify(config), { mode: 0o600 });

@@ -54,7 +54,8 @@ export class Manager {
   declare readonly apiKey: string | undefined;
   declare readonly config: ResolvedConfig['manager'];
   declare readonly http: Dispatcher;
-  declare readonly send: (envelope: Record<string, unknown>) => Promise<unknown>;
+  /** An envelope to the parent's `/manager`; `signal` gives up on the answer early (the timeout always applies). */
+  declare readonly send: (envelope: Record<string, unknown>, options?: { signal?: AbortSignal }) => Promise<unknown>;
   declare readonly createServer: FleetCommands['createServer'];
   declare readonly terminateServer: FleetCommands['terminateServer'];
   declare private readonly log: ManagerLog;
@@ -76,7 +77,7 @@ export class Manager {
       commands: hidden(options.commands),
       failures: hidden(new RateLimitedWarnings({ ...FAILURE_LINES, what: 'manager mirror failures', log: options.log })),
       mirroring: { value: 0, enumerable: false, writable: true },
-      send: hidden((envelope: Record<string, unknown>) => this.sendToParent(envelope)),
+      send: hidden((envelope: Record<string, unknown>, options?: { signal?: AbortSignal }) => this.sendToParent(envelope, options?.signal)),
       createServer: hidden(options.fleet ? options.fleet.createServer.bind(options.fleet) : unavailable),
       terminateServer: hidden(options.fleet ? options.fleet.terminateServer.bind(options.fleet) : unavailable),
     });
@@ -121,7 +122,7 @@ export class Manager {
     await this.dispatcher?.close().catch(() => undefined);
   }
 
-  private async sendToParent(envelope: Record<string, unknown>): Promise<unknown> {
+  private async sendToParent(envelope: Record<string, unknown>, signal?: AbortSignal): Promise<unknown> {
     if (!this.managed) throw new ManagerError('unmanaged', 'this server has no manager', 503);
     const body: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(envelope)) if (!CALLER_SCOPE.has(name)) body[name] = value;
@@ -133,9 +134,10 @@ export class Manager {
         dispatcher: this.http,
         headers: { authorization: `Bearer ${this.apiKey!}`, 'content-type': 'application/json', accept: 'application/json' },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.config.timeoutMs),
+        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.config.timeoutMs)]) : AbortSignal.timeout(this.config.timeoutMs),
       });
     } catch (error) {
+      if (signal?.aborted) throw new ManagerError('parent_abandoned', 'the request to the manager was given up before its answer', 503, { cause: error });
       const timedOut = error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
       throw timedOut
         ? new ManagerError('parent_timeout', `the manager did not answer within ${this.config.timeoutMs} ms`, 504)

@@ -17,13 +17,16 @@ type ServerRecord = Document & { cluster_id?: string; organization_id?: string; 
 /**
  * SPEC 7.4: writes one process's section of this server's `servers` document (the primary `master`, a worker
  * `workers.<id>`), merging field by field so sections written by others survive. A record another subsystem
- * marked terminating or failed is left as it is.
+ * marked terminating or failed is left as it is, and a stopping server does not create its record again.
  */
 export async function saveInventorySection(db: Store, serverId: string, cluster: string, section: string, fields: Record<string, unknown>, owner?: string): Promise<InventorySaveResult> {
   const servers = db.collection<ServerRecord>(SERVERS);
   const current = await servers.findOne({ _id: serverId }, { projection: { master: 1 } });
   const held = current?.master?.status;
   if (held && HELD_STATUSES.has(held)) return { saved: false, skipped: `the record is ${held}` };
+  // A server going down never creates its record: one deleted under it (swept once its termination was
+  // accepted) stays deleted rather than coming back as a `stopped` record nobody removes.
+  if (!current && section === 'master' && fields.status === 'stopped') return { saved: false, skipped: 'the record is gone and this server is stopping' };
   const set: Record<string, unknown> = { cluster_id: cluster, ...(owner ? { organization_id: owner } : {}) };
   for (const [name, value] of Object.entries(fields)) if (value !== undefined) set[`${section}.${name}`] = value;
   await servers.updateOne({ _id: serverId }, { $set: set }, { upsert: true });

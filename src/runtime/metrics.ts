@@ -33,7 +33,7 @@ export class PrimaryMetrics {
   readonly breakerTripped = new Gauge({ name: 'fleetplane_circuit_breaker_tripped', help: '1 while the crash circuit breaker is tripped', registers: [this.registry] });
   /** SPEC 14.4: set on the cluster's deciding server only (the others report nothing, so a sum stays the cluster's). */
   readonly autoscalerActions = new Counter({ name: 'fleetplane_autoscaler_actions_total', help: 'Scaling actions the autoscaler started', labelNames: ['action', 'reason'], registers: [this.registry] });
-  readonly clusterSizeCurrent = new Gauge({ name: 'fleetplane_autoscaler_current_size', help: 'Servers of the cluster counted by the autoscaler (running and pending)', registers: [this.registry] });
+  readonly clusterSizeCurrent = new Gauge({ name: 'fleetplane_autoscaler_current_size', help: 'Servers of the cluster counted by the autoscaler (running, starting and failed)', registers: [this.registry] });
   readonly clusterSizeDesired = new Gauge({ name: 'fleetplane_autoscaler_desired_size', help: 'Servers the autoscaler wants in the cluster', registers: [this.registry] });
   /** The primary's own process metrics (`worker="0"`), kept apart so its counters above carry no label. */
   process: Registry | undefined;

@@ -65,9 +65,9 @@ t.test('CPU and memory alone never remove the last server, even with minClusterS
   t.match(decide(input([node('a', 1)], { a: steady(0, 0) }, { policy: zero })), { action: 'none', reason: 'the last server stays' });
 });
 
-t.test('a confirmed inactive organization with minClusterSize 0 removes the last server', async (t) => {
+t.test('a confirmed inactive organization with minClusterSize 0 removes the last server: the deciding one itself', async (t) => {
   const zero = { ...policy, minClusterSize: 0 };
-  t.same(decide(input([node('a', 1)], { a: steady(0, 0) }, { policy: zero, organizationInactive: true })), {
+  t.same(decide(input([node('a', 1)], { a: steady(0, 0) }, { policy: zero, organizationInactive: true, deciding: 'a' })), {
     action: 'scale-in',
     reason: 'organization-inactive',
     current: 1,
@@ -75,7 +75,22 @@ t.test('a confirmed inactive organization with minClusterSize 0 removes the last
     serverId: 'a',
   });
   // With minClusterSize 1 the inactive organization keeps its server.
-  t.match(decide(input([node('a', 1)], { a: steady(0, 0) }, { organizationInactive: true })), { action: 'none' });
+  t.match(decide(input([node('a', 1)], { a: steady(0, 0) }, { organizationInactive: true, deciding: 'a' })), { action: 'none' });
+  // Inactive on the deciding server while others run: not inactive on the cluster; the idle rule shrinks it first.
+  const two = [node('a', 1), node('b', 2)];
+  t.match(decide(input(two, { a: steady(50), b: steady(50) }, { policy: zero, organizationInactive: true, deciding: 'a' })), { action: 'none', reason: 'inside the thresholds' });
+  // A failed server still serves the organization: the last running one does not go.
+  t.match(decide(input([node('a', 1), node('f', 2, 'failed')], { a: steady(0, 0) }, { policy: zero, organizationInactive: true, deciding: 'a' })), { action: 'none' });
+});
+
+t.test('the deciding server is never picked for an ordinary scale-in, whatever the strategy', async (t) => {
+  const nodes = [node('a', 1), node('b', 3), node('c', 2)];
+  const load = { a: steady(1), b: steady(10), c: steady(5) };
+  t.match(decide(input(nodes, load, { deciding: 'b' })), { action: 'scale-in', reason: 'idle', serverId: 'c' }, 'newest but itself');
+  const leastLoaded = { ...policy, decommissionStrategy: 'least-loaded' as const };
+  t.match(decide(input(nodes, load, { policy: leastLoaded, deciding: 'a' })), { action: 'scale-in', serverId: 'c' }, 'least loaded but itself');
+  const one = { ...policy, minClusterSize: 1, maxClusterSize: 1 };
+  t.match(decide(input([node('a', 1), node('b', 2)], { a: steady(50) }, { policy: one, deciding: 'a' })), { action: 'none', reason: 'no server to remove has signals' }, 'above max, the only other server without signals: nobody');
 });
 
 t.test('below minClusterSize grows without waiting for signals; above maxClusterSize shrinks', async (t) => {
@@ -85,15 +100,32 @@ t.test('below minClusterSize grows without waiting for signals; above maxCluster
   t.match(decide(input([node('a', 1), node('b', 2)], { a: steady(50), b: steady(50) }, { policy: one })), { action: 'scale-in', reason: 'above-max', serverId: 'b' });
 });
 
-t.test('terminating and failed servers do not count', async (t) => {
-  const nodes = [node('a', 1), node('b', 2, 'terminating'), node('c', 3, 'failed')];
-  t.match(decide(input(nodes, { a: steady(90) })), { action: 'scale-out', current: 1, desired: 2 });
+t.test('terminating servers do not count; a failed one still serves: it counts toward min and max and is never picked', async (t) => {
+  t.match(decide(input([node('a', 1), node('b', 2, 'terminating')], { a: steady(90) })), { action: 'scale-out', current: 1, desired: 2 });
+  const two = { ...policy, minClusterSize: 2 };
+  const withFailed = [node('a', 1), node('f', 2, 'failed')];
+  t.match(decide(input(withFailed, { a: steady(50) }, { policy: two, deciding: 'a' })), { action: 'none', current: 2 }, 'no below-min scale-out while the failed server is there');
+  const max2 = { ...policy, maxClusterSize: 2 };
+  t.match(decide(input(withFailed, { a: steady(90) }, { policy: max2, deciding: 'a' })), { action: 'none', reason: 'at maxClusterSize' });
+  t.match(decide(input(withFailed, { a: steady(90) }, { deciding: 'a' })), { action: 'scale-out', reason: 'cpu', current: 2, desired: 3 }, 'its missing signals do not block a scale-out');
+  t.match(decide(input(withFailed, { a: steady(1, 1), f: steady(1, 1) }, { deciding: 'a' })), { action: 'none', reason: 'no server to remove has signals' }, 'idle, but the failed one is not picked');
+  const three = [...withFailed, node('b', 3)];
+  t.match(decide(input(three, { a: steady(1, 1), b: steady(1, 1), f: steady(1, 1) }, { deciding: 'a' })), { action: 'scale-in', serverId: 'b' });
+  t.match(decide(input(three, { a: steady(70), b: steady(70), f: steady(99) }, { policy: { ...policy, maxClusterSize: 4 }, deciding: 'a' })), { action: 'scale-out', reason: 'cpu' }, "the failed server's load is part of the cluster's");
 });
 
 t.test('paused, or inside the cooldown: no action', async (t) => {
-  t.match(decide(input([node('a', 1)], { a: steady(99) }, { paused: true })), { action: 'none', reason: 'paused' });
+  t.match(decide(input([node('a', 1)], { a: steady(99) }, { policy: { ...policy, paused: true } })), { action: 'none', reason: 'paused' });
   t.match(decide(input([node('a', 1)], { a: steady(99) }, { lastActionAt: NOW - 299_999 })), { action: 'none', reason: 'cooldown' });
   t.match(decide(input([node('a', 1)], { a: steady(99) }, { lastActionAt: NOW - 300_000 })), { action: 'scale-out' });
+});
+
+t.test('the cooldown also runs from when the newest running server began to serve: the window before is no reason to grow again', async (t) => {
+  const joined = { ...node('b', 2), servingSince: NOW - 10_000 };
+  const hot = { a: steady(90), b: [{ at: NOW - 5_000, cpu: 10, memory: 20 }] };
+  t.match(decide(input([node('a', 1), joined], hot, { lastActionAt: NOW - 400_000 })), { action: 'none', reason: 'cooldown' });
+  t.match(decide(input([node('a', 1), { ...joined, servingSince: NOW - 300_000 }], { a: steady(90), b: steady(90) }, { lastActionAt: NOW - 400_000 })), { action: 'scale-out', reason: 'cpu' });
+  t.match(decide(input([node('a', 1), { ...joined, status: 'terminating' }], { a: steady(90) }, { lastActionAt: NOW - 400_000 })), { action: 'scale-out' }, 'a server on its way out does not hold the cluster');
 });
 
 /** A small deterministic generator, so a failing case can be replayed from its seed. */
@@ -132,7 +164,8 @@ function simulate(seed: number, load: (now: number, rand: () => number) => numbe
       samples.push({ at: now, cpu: Math.min(100, demand / running.length), memory: 30 });
       signals.set(entry.id, samples.slice(-10));
     }
-    const decision = decide({ policy: sim, nodes, signals, now, lastActionAt });
+    const deciding = running.map((entry) => entry.id).sort()[0];
+    const decision = decide({ policy: sim, nodes, signals, now, lastActionAt, ...(deciding ? { deciding } : {}) });
     if (decision.action === 'scale-out') nodes.push(node(`n${serial++}`, now, 'pending'));
     if (decision.action === 'scale-in') nodes = nodes.filter((entry) => entry.id !== decision.serverId);
     if (decision.action !== 'none') {

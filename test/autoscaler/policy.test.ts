@@ -11,7 +11,9 @@ t.test('a policy with only the sizes gets the defaults', async (t) => {
     windowMs: 60_000,
     cooldownMs: 300_000,
     decommissionStrategy: 'newest',
+    paused: false,
   });
+  t.equal(parsePolicy({ minClusterSize: 0, maxClusterSize: 3, paused: true }).paused, true, 'the pause is part of the policy');
 });
 
 t.test('bad policies are refused naming the field', async (t) => {
@@ -25,6 +27,7 @@ t.test('bad policies are refused naming the field', async (t) => {
     [{ minClusterSize: 1, maxClusterSize: 3, cpu: { scaleOutAbove: 50, scaleInBelow: 50 } }, 'cpu.scaleInBelow', /must be below cpu.scaleOutAbove \(50\)/],
     [{ minClusterSize: 1, maxClusterSize: 3, decommissionStrategy: 'oldest' }, 'decommissionStrategy', /./],
     [{ maxClusterSize: 3 }, 'minClusterSize', /required/],
+    [{ minClusterSize: 1, maxClusterSize: 3, paused: 'yes' }, 'paused', /boolean/],
     ['3', 'policy', /object/],
   ];
   for (const [input, field, message] of cases) {

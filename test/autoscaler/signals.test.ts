@@ -21,8 +21,13 @@ t.test('CPU is the time used by every process of the server over the interval, p
   readings.delete(11);
   readings.set(12, { cpuUs: 200_000, rssBytes: 100 });
   readings.set(10, { cpuUs: 1_700_000, rssBytes: 100 });
-  // Worker 11 is gone, 12 was forked inside the interval: 0.2 s + 0.2 s on 2 CPUs.
-  t.same(sampler.sample([10, 11, 12]), { at: 3_000, cpu: 20, memory: 20 });
+  // Worker 11 is gone; 12 is new (ready since the previous sample): its boot is no load, it counts from here.
+  t.same(sampler.sample([10, 11, 12]), { at: 3_000, cpu: 10, memory: 20 });
+  at += 1_000;
+  readings.set(12, { cpuUs: 600_000, rssBytes: 100 });
+  readings.set(10, { cpuUs: 1_900_000, rssBytes: 100 });
+  // 0.2 s + 0.4 s on 2 CPUs.
+  t.same(sampler.sample([10, 12]), { at: 4_000, cpu: 30, memory: 20 });
 });
 
 t.test('no readable process: no sample (missing signals, never a zero load)', async (t) => {

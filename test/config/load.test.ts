@@ -102,3 +102,11 @@ t.test('workers.env keys __proto__, constructor and prototype are refused from a
   }
   t.equal(({} as Record<string, unknown>).polluted, undefined, 'nothing was polluted');
 });
+
+t.test("manager.localConfig is checked as the config of the servers the local provider starts", async (t) => {
+  const { config } = loadConfig({ env: {}, object: { manager: { localConfig: { autoscaler: { enabled: true, intervalMs: 200 }, shutdown: { timeoutMs: 3_000 } } } } });
+  t.same(config.manager.localConfig, { autoscaler: { enabled: true, intervalMs: 200 }, shutdown: { timeoutMs: 3_000 } }, 'kept as given: the started servers resolve their own defaults');
+  t.match(configError(() => loadConfig({ env: {}, object: { manager: { localConfig: { autoscaler: { intervalMs: 5 } } } } })), { field: 'manager.localConfig.autoscaler.intervalMs', message: /at least 100/ });
+  t.match(configError(() => loadConfig({ env: {}, object: { manager: { localConfig: { autoscaler: { enabeld: true } } } } })), { field: 'manager.localConfig.autoscaler.enabeld', message: /unknown key/ });
+  t.match(configError(() => loadConfig({ env: { FLEETPLANE_MANAGER_LOCAL_CONFIG: '{"htp":{}}' } })), { field: 'manager.localConfig.htp', message: /FLEETPLANE_MANAGER_LOCAL_CONFIG/ });
+});

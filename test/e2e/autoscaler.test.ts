@@ -10,8 +10,9 @@ const scale = async (command: string, dataDir: string) => {
   return JSON.parse(reply.stdout).replies[0].result;
 };
 
-t.test('an enabled autoscaler samples its server, decides for its cluster alone, and pauses and resumes through ctl scale', async (t) => {
-  const dataDir = tempDir();
+t.test('an enabled autoscaler samples its server, decides for its cluster alone, and ctl scale pauses and resumes the cluster through its document', async (t) => {
+  const { dataDir, tenants } = await dataDirWithTenants([{ name: 'platform', hosts: ['platform.test'] }]);
+  const platform = tenants[0]!;
   const server = await ServerProcess.start({ workers: 1, dataDir, autoscaler: { enabled: true, intervalMs: 100 } });
   t.teardown(() => server.stop());
   await server.readyWorkers(1);
@@ -21,8 +22,18 @@ t.test('an enabled autoscaler samples its server, decides for its cluster alone,
   t.match(status, { paused: false, deciding: true }, 'the only running server of its cluster decides');
   t.ok(status.samples >= 2, 'the primary and its worker are sampled every interval');
 
+  const refused = await ctl(['scale', 'pause', '--json', '--data-dir', dataDir]);
+  t.equal(refused.status, 1, 'a cluster without a policy has nothing to pause');
+  t.match(JSON.parse(refused.stdout).replies[0].error, { code: 'bad_request', message: /no autoscaler section/ });
+
+  const crud = (body: Record<string, unknown>) => request(server.port, '/crud', { host: platform.host, key: platform.adminKey, body });
+  const created = await crud({ method: 'object.create', collection: 'clusters', documents: [{ name: 'default', autoscaler: { minClusterSize: 1, maxClusterSize: 1 } }] });
+  t.equal(created.status, 200, created.body);
   t.match(await scale('pause', dataDir), { paused: true });
-  t.match(await scale('status', dataDir), { paused: true }, 'the pause holds');
+  const stored = await crud({ method: 'object.read', collection: 'clusters', filter: { name: 'default' } });
+  t.match(stored.json().documents[0].autoscaler, { minClusterSize: 1, maxClusterSize: 1, paused: true }, "the pause is written to the cluster's document");
+  for (let attempt = 0; attempt < 100 && status.lastDecision?.reason !== 'paused'; attempt++) status = await scale('status', dataDir);
+  t.match(status, { paused: true, lastDecision: { action: 'none', reason: 'paused' } }, 'the pause holds');
   t.match(await scale('resume', dataDir), { paused: false });
 });
 

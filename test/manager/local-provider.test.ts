@@ -31,7 +31,7 @@ t.test('create starts a real server with its own directory and ports; terminate 
   const tenant = (await createOrganization(store, { name: 'tenant', hosts: ['tenant.test'] }))._id;
   await store.close();
   const { lines, log } = logger();
-  const provider = new LocalProvider({ root: tempDir(), command: [process.execPath, CLI], baseConfig: { shutdown: FAST.shutdown, lifecycle: FAST.lifecycle, log: { level: 'warn' } }, log });
+  const provider = new LocalProvider({ root: tempDir(), command: [process.execPath, CLI], baseConfig: { shutdown: FAST.shutdown, lifecycle: FAST.lifecycle, log: { level: 'warn' }, mesh: { pingIntervalMs: 3_000 } }, log });
   t.teardown(() => provider.stopAll());
   const created = await provider.call('create', {
     server_id: 'managed-1',
@@ -58,8 +58,9 @@ t.test('create starts a real server with its own directory and ports; terminate 
     t.notOk(JSON.stringify(created).includes(secret), 'nor in the reply');
   }
   t.equal(statSync(path.join(dataDir, 'fleetplane.config.json')).mode & 0o777, 0o600, 'the config file holding them is 0600');
-  const config = JSON.parse(readFileSync(path.join(dataDir, 'fleetplane.config.json'), 'utf8')) as { mesh: { secret: string }; db: { path: string } };
+  const config = JSON.parse(readFileSync(path.join(dataDir, 'fleetplane.config.json'), 'utf8')) as { mesh: { secret: string; pingIntervalMs: number }; db: { path: string } };
   t.equal(config.mesh.secret, MESH_SECRET, "the cluster's mesh secret");
+  t.equal(config.mesh.pingIntervalMs, 3_000, "the base config's mesh section is kept beside the provider's fields");
   t.equal(config.db.path, dbPath, "and the cluster's store");
 
   const stopped = await provider.call('terminate', { instanceId });

@@ -86,6 +86,16 @@ t.test('a parent that does not answer in time fails the send with a timeout', as
   t.equal(stand.received.length, 1);
 });
 
+t.test('a send given up by its caller ends at once, before the parent answers and before the timeout', async (t) => {
+  const stand = await parent(t, () => undefined);
+  const { manager: m } = manager(t, stand.url, { timeoutMs: 60_000 });
+  const controller = new AbortController();
+  const sent = m.send({ method: 'terminateServer' }, { signal: controller.signal }).catch((caught: unknown) => caught);
+  while (stand.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  controller.abort();
+  t.match(await sent, { code: 'parent_abandoned', message: /given up before its answer/ });
+});
+
 t.test('an unmanaged server sends nothing and mirrors nothing', async (t) => {
   const { manager: m, lines } = manager(t, null);
   t.equal(m.managed, false);

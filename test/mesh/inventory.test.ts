@@ -35,6 +35,13 @@ t.test('a record marked terminating or failed by another subsystem is left alone
   }
 });
 
+t.test('a stopping server whose record was deleted under it (swept) does not write it back', async (t) => {
+  const db = await store(t);
+  t.same(await saveInventorySection(db, 'gone', 'blue', 'master', { status: 'stopped', pid: 12 }), { saved: false, skipped: 'the record is gone and this server is stopping' });
+  t.equal(await db.collection('servers').findOne({ _id: 'gone' }), null, 'no record created');
+  t.same(await saveInventorySection(db, 'gone', 'blue', 'master', { status: 'running', pid: 12 }), { saved: true }, 'a starting server creates its record');
+});
+
 t.test('discovery lists running servers of the same group with a smaller id and a mesh URL', async (t) => {
   const db = await store(t);
   const servers = db.collection('servers');
