@@ -62,6 +62,7 @@ export const CreateKeyInput = Type.Object(
     permissions: Type.Optional(Permissions),
     hosts: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300 }), { maxItems: 256 })),
     expiresAt: Type.Optional(Type.String({ minLength: 1, description: 'ISO 8601 time after which the key stops working' })),
+    clusterId: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'The cluster a server key is bound to in /manager' })),
   },
   { additionalProperties: false },
 );
@@ -108,6 +109,7 @@ export async function createKey(store: Store, input: CreateKeyInput): Promise<Cr
     permissions: valid.permissions ?? {},
     ...(valid.hosts ? { hosts: valid.hosts } : {}),
     ...(valid.expiresAt ? { expiresAt: valid.expiresAt } : {}),
+    ...(valid.clusterId ? { cluster_id: valid.clusterId } : {}),
     disabled: false,
     createdAt: new Date().toISOString(),
   };

@@ -40,6 +40,8 @@ export const KeyDocument = Type.Object(
     permissions: Permissions,
     hosts: Type.Optional(Type.Array(Hostname, { maxItems: 256 })),
     expiresAt: Type.Optional(IsoTime),
+    /** A key a parent issued to a server it created: `/manager` serves it for this cluster only. */
+    cluster_id: Type.Optional(Id),
     disabled: Type.Boolean(),
     createdAt: IsoTime,
   },

@@ -15,6 +15,8 @@ export interface ManagerCommandsDeps {
   /** The parent's store. */
   store: Store;
   fleet: Pick<ManagedFleet, 'createServer' | 'terminateServer' | 'statusPersisted'>;
+  /** Disables a key the parent gave a server (its record was deleted). */
+  revokeKey(keyId: string): Promise<void>;
 }
 
 const touches = (path: string, field: string) => path === field || path.startsWith(`${field}.`);
@@ -72,8 +74,14 @@ export class ManagerCommands {
     }
   }
 
-  /** The cluster of the server the key was issued to, or null for a key the operator made (any cluster). */
+  /**
+   * The cluster of the server the key was issued to, or null for a key the operator made (any cluster). The
+   * binding is read from the key, so it outlives the server's record; a server record naming the key binds it
+   * too (keys issued before keys carried their cluster).
+   */
   private async boundCluster(scope: ReturnType<Store['forOrganization']>, keyId: string): Promise<string | null> {
+    const key = await scope.collection('keys').findOne({ _id: keyId }, { projection: { cluster_id: 1 } });
+    if (typeof key?.cluster_id === 'string') return key.cluster_id;
     const record = await scope.collection('servers').findOne({ 'manager.key_id': keyId }, { projection: { cluster_id: 1 } });
     return record ? String(record.cluster_id) : null;
   }
@@ -141,7 +149,16 @@ export class ManagerCommands {
     const { name, collection } = this.collection(scope, envelope);
     if (!isPlainObject(envelope.filter)) throw new ManagerError('invalid_envelope', 'filter: is required, an object', 400);
     if (bound !== null && name === 'clusters') throw new ManagerError('protected_field', 'clusters: a server\'s key cannot delete its cluster', 403);
-    const result = await collection.deleteMany(this.boundFilter(name, envelope.filter, bound));
+    const filter = this.boundFilter(name, envelope.filter, bound);
+    if (name !== 'servers') return { deletedCount: (await collection.deleteMany(filter)).deletedCount };
+    // A server whose record goes is gone: the key the parent gave it goes with it.
+    const records = await collection.find(filter, { projection: { _id: 1, manager: 1 } });
+    if (records.length === 0) return { deletedCount: 0 };
+    const result = await collection.deleteMany({ _id: { $in: records.map((record) => record._id) } });
+    for (const record of records) {
+      const keyId = isPlainObject(record.manager) ? record.manager.key_id : undefined;
+      if (typeof keyId === 'string') await this.deps.revokeKey(keyId);
+    }
     return { deletedCount: result.deletedCount };
   }
 }

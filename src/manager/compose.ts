@@ -50,19 +50,20 @@ export async function createManagerServices(deps: ManagerServicesDeps): Promise<
     return { manager, close: () => manager.close() };
   }
   const tenantStores = new TenantStores();
+  const keys = platformServerKeys(store, platformOrganization);
   const fleet = new ManagedFleet({
     store,
     platformOrganization,
     parentHost: config.server.publicUrl ?? `http://127.0.0.1:${config.http.port}`,
     tenantStore: (cluster) => tenantStores.get(cluster),
     provider: providerPort({ api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow }),
-    keys: platformServerKeys(store, platformOrganization),
+    keys,
     clock,
     log,
     startupTimeoutMs: config.manager.startupTimeoutMs,
     cleanupDelayMs: config.manager.cleanupDelayMs,
   });
-  const commands = new ManagerCommands({ store, fleet });
+  const commands = new ManagerCommands({ store, fleet, revokeKey: keys.revoke });
   const manager = new Manager({ config: config.manager, connection, log, fleet, commands });
   const activation = config.manager.activation ? new PlatformActivation({ store, platformOrganization, createServer: (input) => fleet.createServer(input), log }) : undefined;
   return {

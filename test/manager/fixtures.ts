@@ -49,13 +49,14 @@ export async function fleetSetup(provider = stubProvider()) {
   await store.forOrganization(platform).collection('clusters').insertOne(cluster);
   const clock = new FakeClock(Date.parse('2026-01-01T00:00:00Z'));
   const { lines, log } = logger();
+  const keys = platformServerKeys(store, platform);
   const fleet = new ManagedFleet({
     store,
     platformOrganization: platform,
     parentHost: 'http://127.0.0.1:1',
     tenantStore: async () => tenantStore,
     provider: provider.port,
-    keys: platformServerKeys(store, platform),
+    keys,
     clock,
     log,
     startupTimeoutMs: 120_000,
@@ -66,5 +67,5 @@ export async function fleetSetup(provider = stubProvider()) {
     await store.close();
     await tenantStore.close();
   };
-  return { store, tenantStore, platform, tenant, cluster, clock, lines, fleet, provider, close };
+  return { store, tenantStore, platform, tenant, cluster, clock, lines, fleet, provider, keys, close };
 }

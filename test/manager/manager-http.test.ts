@@ -28,7 +28,7 @@ async function setup(t: Test) {
   t.teardown(base.close);
   const above = await grandParent(t);
   const config = loadConfig({ env: {}, object: { manager: { organizationId: 'grand', host: above.url, apiKey: 'fpk_grandparentkey0001.grand-secret' } } }).config.manager;
-  const manager = new Manager({ config, connection: { organization_id: 'grand', host: above.url }, log: logger().log, fleet: base.fleet, commands: new ManagerCommands({ store: base.store, fleet: base.fleet }) });
+  const manager = new Manager({ config, connection: { organization_id: 'grand', host: above.url }, log: logger().log, fleet: base.fleet, commands: new ManagerCommands({ store: base.store, fleet: base.fleet, revokeKey: base.keys.revoke }) });
   t.teardown(() => manager.close());
   const { app } = await testApp(base.store, { routes: async (instance) => void (await instance.register(managerRoutes, { manager })) });
   t.teardown(() => app.close());
@@ -91,6 +91,39 @@ t.test('a key the parent gave a server reaches only its own cluster; other clust
   t.equal(await s.store.collection('clusters').countDocuments(), 2);
   const own = await post(s.app, serverKey, { method: 'createServer', cluster: 'c1' });
   t.equal(own.statusCode, 200, 'its own cluster it may grow');
+});
+
+t.test("a server's key stays bound to its cluster when its record is gone, and deleting a record through /manager revokes the server's key", async (t) => {
+  const s = await setup(t);
+  const serverKey = await createS1(s);
+  const unknown = await post(s.app, s.adminKey, { method: 'createServer', cluster: 'no-such-cluster' });
+  const providerCalls = s.provider.calls.length;
+  // The record goes some other way than through /manager (an operator cleaning up, a store restored from backup):
+  // the key does not become a key of every cluster.
+  await s.store.forOrganization(s.platform).collection('servers').deleteOne({ _id: 's1' });
+  for (const body of [
+    { method: 'createServer', cluster: 'c2' },
+    { method: 'terminateServer', cluster: 'c2', server_id: 'x9' },
+  ]) {
+    const reply = await post(s.app, serverKey, body);
+    t.equal(reply.statusCode, 403, `${body.method} in another tenant's cluster`);
+    t.equal(reply.body, unknown.body, 'answered as an unknown cluster');
+  }
+  await s.store.forOrganization(s.platform).collection('servers').insertOne({ _id: 'x1', cluster_id: 'c2', master: { status: 'failed' } });
+  const foreign = await post(s.app, serverKey, { method: 'object.delete', collection: 'servers', filter: { _id: 'x1' } });
+  t.same(foreign.json(), { deletedCount: 0 }, "another tenant's server record is out of reach");
+  t.equal(s.provider.calls.length, providerCalls, 'no provider was asked');
+
+  // s2 deletes its own record through /manager, as the cluster's sweep does: its key is revoked with it.
+  const created = await post(s.app, s.adminKey, { method: 'createServer', cluster: 'c1', server_id: 's2' });
+  t.equal(created.statusCode, 200, created.body);
+  const s2Key = (s.provider.calls.at(-1)!.request.data.startup as { manager: { apiKey: string } }).manager.apiKey;
+  const removed = await post(s.app, s2Key, { method: 'object.delete', collection: 'servers', filter: { _id: 's2' } });
+  t.same(removed.json(), { deletedCount: 1 }, removed.body);
+  const after = await post(s.app, s2Key, { method: 'createServer', cluster: 'c1' });
+  t.equal(after.statusCode, 403, 'the swept server\'s key no longer works');
+  t.equal(await s.store.forOrganization(s.platform).collection('keys').countDocuments({ name: 'managed server s2', disabled: true }), 1);
+  t.equal(await s.store.forOrganization(s.platform).collection('servers').countDocuments({ _id: 's2' }), 0);
 });
 
 t.test('bad input: unknown method or collection named, wrong cloud, missing fields', async (t) => {
