@@ -100,6 +100,6 @@ export async function updateKeys(store: Store, caller: CrudCaller, filter: Filte
 }
 
 const OPTIONAL_KEY_FIELDS = ['hosts', 'expiresAt'] as const;
-/** Identity and proof of a key: set when it is created, never changed through CRUD. */
-const FIXED_KEY_FIELDS: ReadonlySet<string> = new Set(['_id', 'organization_id', 'secretHash', 'createdAt']);
+/** Identity, proof and binding of a key: set when it is created, never changed through CRUD. */
+const FIXED_KEY_FIELDS: ReadonlySet<string> = new Set(['_id', 'organization_id', 'secretHash', 'createdAt', 'cluster_id']);
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

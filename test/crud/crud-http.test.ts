@@ -62,6 +62,10 @@ t.test('secrets can never be read back or queried', async (t) => {
   for (const document of keys.json().documents) t.notOk('secretHash' in document, 'no key hash');
   t.equal((await crud({ method: 'object.read', collection: 'keys', filter: { secretHash: { $gt: '0' } } })).statusCode, 403);
   t.equal((await crud({ method: 'object.update', collection: 'keys', filter: {}, update: { $set: { secretHash: 'f'.repeat(64) } } })).statusCode, 403);
+  for (const update of [{ $set: { cluster_id: 'another-cluster' } }, { $unset: { cluster_id: '' } }]) {
+    const reply = await crud({ method: 'object.update', collection: 'keys', filter: {}, update });
+    t.equal(reply.statusCode, 403, `a key's cluster binding never changes: ${JSON.stringify(update)}`);
+  }
 });
 
 t.test('authorized per method with a collection restriction', async (t) => {
