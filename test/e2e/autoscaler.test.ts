@@ -1,4 +1,7 @@
 import t from 'tap';
+import path from 'node:path';
+import { createKey } from '../../src/auth/keys.js';
+import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { ServerProcess, fleetplane, request, tempDir } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
 
@@ -11,8 +14,12 @@ const scale = async (command: string, dataDir: string) => {
 };
 
 t.test('an enabled autoscaler samples its server, decides for its cluster alone, and ctl scale pauses and resumes the cluster through its document', async (t) => {
-  const { dataDir, tenants } = await dataDirWithTenants([{ name: 'platform', hosts: ['platform.test'] }]);
-  const platform = tenants[0]!;
+  const { dataDir, tenants } = await dataDirWithTenants([{ name: 'platform', hosts: ['platform.test'] }, { name: 'acme', hosts: ['acme.test'] }]);
+  const [platform, acme] = [tenants[0]!, tenants[1]!];
+  const keys = await EmbeddedStore.open(path.join(dataDir, 'fleetplane.db'));
+  const acmeMember = (await createKey(keys, { organizationId: acme.organization_id, name: 'member', permissions: { '*': true } })).key;
+  const platformNoRights = (await createKey(keys, { organizationId: platform.organization_id, name: 'no rights', permissions: {} })).key;
+  await keys.close();
   const server = await ServerProcess.start({ workers: 1, dataDir, autoscaler: { enabled: true, intervalMs: 100 } });
   t.teardown(() => server.stop());
   await server.readyWorkers(1);
@@ -35,6 +42,28 @@ t.test('an enabled autoscaler samples its server, decides for its cluster alone,
   for (let attempt = 0; attempt < 100 && status.lastDecision?.reason !== 'paused'; attempt++) status = await scale('status', dataDir);
   t.match(status, { paused: true, lastDecision: { action: 'none', reason: 'paused' } }, 'the pause holds');
   t.match(await scale('resume', dataDir), { paused: false });
+
+  // The autoscaler's methods act on the server and its cluster: no tenant key (admin or not), no platform key
+  // without the right, and no request without a key reaches them.
+  const callers = [
+    ['a tenant admin key', acme.host, acme.adminKey],
+    ['a tenant key granted every method', acme.host, acmeMember],
+    ["a tenant admin key on the platform's host", platform.host, acme.adminKey],
+    ['a platform key without rights', platform.host, platformNoRights],
+    ['no key', platform.host, undefined],
+  ] as const;
+  for (const [who, host, key] of callers) {
+    for (const method of ['autoscaler.pause', 'autoscaler.resume', 'autoscaler.status', 'autoscaler.signals']) {
+      const reply = await request(server.port, '/control', { host, ...(key ? { key } : {}), body: { method, master: true } });
+      t.equal(reply.status, 403, `${who}: ${method}`);
+      t.notMatch(reply.body, /"paused"|"samples"|"deciding"/, `${who}: ${method} answers nothing of the autoscaler`);
+    }
+  }
+  const tenantWrite = await request(server.port, '/crud', { host: acme.host, key: acme.adminKey, body: { method: 'object.update', collection: 'clusters', filter: { name: 'default' }, update: { $set: { 'autoscaler.paused': true } } } });
+  t.not(tenantWrite.status, 200, `a tenant cannot write the platform's cluster document: ${tenantWrite.status}`);
+  const unchanged = await crud({ method: 'object.read', collection: 'clusters', filter: { name: 'default' } });
+  t.equal(unchanged.json().documents[0].autoscaler.paused, false, 'the cluster is not paused');
+  t.match(await scale('status', dataDir), { paused: false });
 });
 
 t.test("the cluster document's policy: a bad one is refused over /crud naming the field, a valid one is evaluated and its sizes are in the metrics", async (t) => {
