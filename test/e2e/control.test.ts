@@ -148,12 +148,22 @@ t.test('worker restart through /control under load: zero failed requests', async
 });
 
 t.test('all workers cordoned: /control is served by the primary and uncordons', async (t) => {
-  const { server, acme } = await start();
+  const { server, acme, globex } = await start();
   t.teardown(() => server.stop());
   t.equal((await post(server.port, { method: 'cordon', broadcast: true, data: true }, { key: acme.adminKey })).status, 200);
   t.equal((await request(server.port, '/whoami')).status, 503, 'fallback: no redirect target');
   const denied = await post(server.port, { method: 'cordon', master: true, data: false }, { key: 'fpk_bogus.key' });
   t.equal(denied.status, 403, 'the primary authorizes like the workers');
+  // A tenant, even its admin, and a request without a key cannot uncordon the server the primary answers for.
+  for (const [who, options] of [
+    ['a tenant admin key on its own host', { key: globex.adminKey, host: 'globex.test' }],
+    ["a tenant admin key on the platform's host", { key: globex.adminKey }],
+    ['no key', {}],
+  ] as const) {
+    const refused = await post(server.port, { method: 'cordon', master: true, data: false }, options);
+    t.equal(refused.status, 403, who);
+  }
+  t.equal((await request(server.port, '/whoami')).status, 503, 'still cordoned');
   const status = await post(server.port, { method: 'status', master: true }, { key: acme.adminKey });
   t.equal(status.status, 200);
   t.equal(status.json.replies[0].result.status, 'fallback');
