@@ -3,6 +3,7 @@ import type { Store } from '../db/types.js';
 import { createManagerServices, type ManagerServices } from '../manager/compose.js';
 import type { ManagerConnection } from '../manager/connection.js';
 import { LocalProvider } from '../manager/local-provider.js';
+import { bindIssuedKeys } from '../manager/server-keys.js';
 import { systemClock } from '../runtime/clock.js';
 import type { RequestResult } from '../ipc/handlers.js';
 import type { ServerEmitter } from '../runtime/events.js';
@@ -55,4 +56,20 @@ export async function openManager(identity: ServerIdentity, data: { db: Store; a
     clock: systemClock,
     connection,
   });
+}
+
+/**
+ * In the primary of a server that manages a fleet: the keys it gave servers before keys carried their cluster
+ * are bound to it now (once per start, not in every worker). A failure is logged; those keys stay bound through
+ * their server's record, as before.
+ */
+export async function bindParentKeys(identity: ServerIdentity, data: { db: Store; authorize: Authorizer }): Promise<void> {
+  const log = identity.log.child({ component: 'manager' });
+  try {
+    const platform = await data.authorize.directory.platformOrganization();
+    const bound = platform ? await bindIssuedKeys(data.db, platform) : 0;
+    if (bound > 0) log.info({ bound }, 'server keys bound to their clusters');
+  } catch (error) {
+    log.warn({ reason: (error as Error).message }, 'binding server keys to their clusters failed');
+  }
 }

@@ -16,7 +16,7 @@ import { openKeyring, openServerData } from './data.js';
 import { primaryIpc } from './ipc.js';
 import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
-import { openAutomationAndManager } from './manager.js';
+import { bindParentKeys, openAutomationAndManager } from './manager.js';
 import { resolveConnection } from '../manager/connection.js';
 import { openAutoscaler } from './autoscaler.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
@@ -51,6 +51,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
   const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
+  if (managed.fleet) await bindParentKeys(identity, data);
   const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, primary, channels, local);
   events.on('organization.active', ({ organization_id }) => void managed.activation?.organizationActive(organization_id));
   const lifecycle = await openNodeLifecycle({

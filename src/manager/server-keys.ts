@@ -16,3 +16,21 @@ export function platformServerKeys(store: Store, platformOrganization: string): 
     revoke: async (keyId) => void (await revokeKey(store, platformOrganization, keyId)),
   };
 }
+
+/**
+ * Keys issued before keys carried their cluster: each takes the cluster of the server record naming it, so its
+ * binding no longer depends on that record. The primary of a parent runs it at start; a key already bound is
+ * left as it is. Answers how many keys were bound.
+ */
+export async function bindIssuedKeys(store: Store, platformOrganization: string): Promise<number> {
+  const scope = store.forOrganization(platformOrganization);
+  const servers = await scope.collection('servers').find({ 'manager.key_id': { $exists: true } }, { projection: { cluster_id: 1, manager: 1 }, limit: 0 });
+  let bound = 0;
+  for (const record of servers) {
+    const keyId = (record.manager as { key_id?: unknown } | undefined)?.key_id;
+    if (typeof keyId !== 'string' || typeof record.cluster_id !== 'string') continue;
+    const result = await scope.collection('keys').updateOne({ _id: keyId, cluster_id: { $exists: false } }, { $set: { cluster_id: record.cluster_id } });
+    bound += result.modifiedCount;
+  }
+  return bound;
+}

@@ -6,6 +6,7 @@ import managerRoutes from '../../routes/manager.js';
 import { createKey } from '../../src/auth/keys.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ManagerCommands } from '../../src/manager/commands.js';
+import { bindIssuedKeys } from '../../src/manager/server-keys.js';
 import { Manager } from '../../src/manager/manager.js';
 import { testApp } from '../auth/fixtures/tenants.js';
 import { fleetSetup, logger, stubProvider } from './fixtures.js';
@@ -124,6 +125,21 @@ t.test("a server's key stays bound to its cluster when its record is gone, and d
   t.equal(after.statusCode, 403, 'the swept server\'s key no longer works');
   t.equal(await s.store.forOrganization(s.platform).collection('keys').countDocuments({ name: 'managed server s2', disabled: true }), 1);
   t.equal(await s.store.forOrganization(s.platform).collection('servers').countDocuments({ _id: 's2' }), 0);
+});
+
+t.test('a key issued before keys carried their cluster is bound at start from its server record, once; an operator key stays unbound', async (t) => {
+  const s = await setup(t);
+  const scope = s.store.forOrganization(s.platform);
+  const earlier = await createKey(s.store, { organizationId: s.platform, name: 'managed server old', permissions: { manager: true } });
+  const operator = await createKey(s.store, { organizationId: s.platform, name: 'operator', permissions: { manager: true } });
+  await scope.collection('servers').insertOne({ _id: 'old', cluster_id: 'c1', master: { status: 'running' }, manager: { key_id: earlier.key_id } });
+  t.equal(await bindIssuedKeys(s.store, s.platform), 1);
+  t.equal((await scope.collection('keys').findOne({ _id: earlier.key_id }))?.cluster_id, 'c1');
+  t.equal((await scope.collection('keys').findOne({ _id: operator.key_id }))?.cluster_id, undefined, "an operator's key is not bound");
+  t.equal(await bindIssuedKeys(s.store, s.platform), 0, 'a second start binds nothing more');
+  await scope.collection('servers').deleteOne({ _id: 'old' });
+  const reply = await post(s.app, earlier.key, { method: 'createServer', cluster: 'c2' });
+  t.equal(reply.statusCode, 403, "with its record gone, the key still reaches only its own cluster");
 });
 
 t.test('bad input: unknown method or collection named, wrong cloud, missing fields', async (t) => {
