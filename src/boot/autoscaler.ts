@@ -98,12 +98,18 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   // Scale to zero (SPEC 14.4) hears of the cluster's own organization only: the tenant a managed cluster serves,
   // else this server's platform organization. The organization map confirms it inactive once its last
   // WebSocket here closed and the grace period passed; any request or socket of it afterwards makes it active.
-  const ownOrganization = config.server.organization ? Promise.resolve(config.server.organization) : deps.platformOrganization();
   let organizationInactive = false;
-  const organizationChanged = (inactive: boolean) => async ({ organization_id }: { organization_id: string }) => {
-    if (organization_id !== (await ownOrganization) || organizationInactive === inactive) return;
-    organizationInactive = inactive;
-    log.info({ organization: organization_id }, `autoscaler: the cluster's organization is ${inactive ? 'inactive' : 'active again'}`);
+  const organizationChanged = (inactive: boolean) => ({ organization_id }: { organization_id: string }) => {
+    // Read when an event comes (the platform organization is cached); a failed read is logged, never thrown.
+    const own = config.server.organization ? Promise.resolve(config.server.organization) : deps.platformOrganization();
+    void own.then(
+      (organization) => {
+        if (organization_id !== organization || organizationInactive === inactive) return;
+        organizationInactive = inactive;
+        log.info({ organization: organization_id }, `autoscaler: the cluster's organization is ${inactive ? 'inactive' : 'active again'}`);
+      },
+      (error: unknown) => log.warn({ err: error }, `autoscaler: the cluster's organization could not be read: ${(error as Error).message}`),
+    );
   };
   deps.events.on('organization.inactive', organizationChanged(true));
   deps.events.on('organization.active', organizationChanged(false));
