@@ -1,6 +1,7 @@
 import { gunzipSync, brotliDecompressSync } from 'node:zlib';
 import t from 'tap';
 import { habitsApp } from './fixtures/habits-app.js';
+import { skipSmallReplies } from '../../plugins/http-habits.js';
 
 t.test('a large reply (openapi.json) is compressed as the client accepts, and decompresses to the same document', async (t) => {
   const fixture = await habitsApp();
@@ -48,4 +49,40 @@ t.test('the threshold is configurable, and compression can be turned off', async
   const large = await off.app.inject({ method: 'GET', url: '/openapi.json', headers: { host: 'acme.test', 'accept-encoding': 'gzip, br' } });
   t.equal(large.statusCode, 200);
   t.notOk(large.headers['content-encoding']);
+});
+
+t.test('a route\'s compression hook is reached only by replies that may be compressed', async (t) => {
+  const reached: unknown[] = [];
+  const other = (_request: unknown, _reply: unknown, payload: unknown, done: (error: null, payload: unknown) => void) => done(null, payload);
+  const onSend = (_request: unknown, _reply: unknown, payload: unknown, done: (error: null, payload: unknown) => void) => {
+    reached.push(payload);
+    done(null, 'compressed');
+  };
+  const route = { onSend: [other, onSend] };
+  skipSmallReplies(route, 1024);
+  t.equal(route.onSend[0], other, 'the route\'s own hooks stay as they are');
+  const send = (payload: unknown) =>
+    new Promise((resolve) => (route.onSend[1] as typeof onSend).call({}, {}, {}, payload, (_error, sent) => resolve(sent)));
+
+  t.equal(await send('x'.repeat(1023)), 'x'.repeat(1023), 'a text reply under the threshold goes as it came');
+  t.equal(await send('é'.repeat(512)), 'compressed', 'the threshold counts bytes, not characters');
+  t.equal(await send('x'.repeat(1024)), 'compressed', 'a reply at the threshold reaches the hook');
+  const buffer = Buffer.from('small');
+  t.equal(await send(buffer), 'compressed', 'buffers and streams reach the hook, which decides for them');
+  t.same(reached, ['é'.repeat(512), 'x'.repeat(1024), buffer]);
+
+  const without = { onSend: [other] };
+  skipSmallReplies(without, 1024);
+  t.same(without.onSend, [other], 'a route without the compression hook is left alone');
+});
+
+t.test('every route\'s compression hook is behind the size check, and large replies are still compressed', async (t) => {
+  const fixture = await habitsApp();
+  t.teardown(fixture.close);
+  const answer = await fixture.app.inject({ method: 'GET', url: '/openapi.json', headers: { host: 'acme.test', 'accept-encoding': 'gzip' } });
+  t.equal(answer.headers['content-encoding'], 'gzip');
+  const onSendLines = fixture.app.printRoutes({ includeHooks: true, commonPrefix: false }).split('\n').filter((line) => line.includes('(onSend)'));
+  t.ok(onSendLines.length > 10, `routes with onSend hooks: ${onSendLines.length}`);
+  t.notOk(onSendLines.some((line) => line.includes('"onSend()"')), 'no route keeps the compression hook unguarded');
+  t.ok(onSendLines.every((line) => line.includes('compressLargeReplies()')));
 });
