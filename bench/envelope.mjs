@@ -8,17 +8,18 @@
 // medians of per-round ratios. Server CPU per request (the serving process, from /proc) gives the CPU-efficiency
 // ratio (baseline ÷ candidate µs per request), the primary figure: it moves far less with other load than req/s.
 // Run after `npm run build`: `node bench/envelope.mjs`.
-// Writes bench/results/envelope.json and .md. Environment: BENCH_ROUNDS (default 5), BENCH_DURATION_S (default 4),
+// Writes bench/results/envelope.json and .md (keeping whatever follows the .md's ANALYSIS marker line). Environment: BENCH_ROUNDS (default 5), BENCH_DURATION_S (default 4),
 // BENCH_CONNECTIONS (default 32), BENCH_PAIRS (a subset such as `workflow,crud`: printed, not written).
 // The same file is also each helper process (BENCH_ENVELOPE_ROLE=upstream|bare), so every process it starts
 // runs in its own process group and is killed at the end, on failure and on Ctrl-C.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+const ANALYSIS = '<!-- ANALYSIS: everything below this line is kept when the benchmark rewrites the file -->';
 const role = process.env.BENCH_ENVELOPE_ROLE;
 async function upstreamRole() {
   const { emit, exitWithParent } = await import('./fixtures/protocol.mjs');
@@ -210,8 +211,11 @@ ${row('crud', '`POST /crud` `object.read`, `filter: { _id }` (authorization, env
 Per-round throughput ratios: workflow ${figures.workflow.ratios.join(', ')}; api ${figures.api.ratios.join(', ')}; crud ${figures.crud.ratios.join(', ')}. Per-round CPU-efficiency ratios: workflow ${samples.workflow.cpuRatio.map(round2).join(', ')}; api ${samples.api.cpuRatio.map(round2).join(', ')}; crud ${samples.crud.cpuRatio.map(round2).join(', ')}. The CPU-efficiency ratio is baseline ÷ candidate server CPU time per request (the serving process only, user + system time read from /proc), which other load on the machine moves far less than throughput; the kernel (system) part is mostly socket reads and writes.
 `;
     mkdirSync(path.join(here, 'results'), { recursive: true });
+    const mdFile = path.join(here, 'results', 'envelope.md');
+    const previous = existsSync(mdFile) ? readFileSync(mdFile, 'utf8') : '';
+    const analysis = previous.includes(ANALYSIS) ? `\n${previous.slice(previous.indexOf(ANALYSIS))}` : '';
     writeFileSync(path.join(here, 'results', 'envelope.json'), `${JSON.stringify(result, null, 2)}\n`);
-    writeFileSync(path.join(here, 'results', 'envelope.md'), md);
+    writeFileSync(mdFile, md + analysis);
     process.stdout.write(md);
     await Promise.all([fleetplane.stop(), bare.stop(), upstream.stop()]);
     process.exitCode = Object.values(goals).every((goal) => goal.met) ? 0 : 1;

@@ -2,7 +2,7 @@
 // Runs every benchmark of this directory (bench/*.mjs except this file) one after the other, in name order.
 // `npm run bench` builds first. Arguments are names to run only those: `node bench/run.mjs runtime`.
 // The comparisons of two builds (compare-builds, rolling-restart) take an older tree as argument and are run
-// by hand: `node bench/compare-builds.mjs <old-tree>`.
+// by hand: `node bench/compare-builds.mjs <old-tree>`; so is envelope-perf, which needs Linux perf and taskset.
 // Exit code: 0 when every benchmark exited 0, else 1 (the others still run).
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
@@ -11,11 +11,12 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const self = path.basename(fileURLToPath(import.meta.url));
-const BUILD_COMPARISONS = new Set(['compare-builds.mjs', 'rolling-restart.mjs']);
+/** Run only when named: they take an older tree, or tools not every machine has. */
+const BY_HAND = new Set(['compare-builds.mjs', 'rolling-restart.mjs', 'envelope-perf.mjs']);
 const only = process.argv.slice(2).map((name) => name.replace(/\.mjs$/, ''));
 const benches = readdirSync(here)
   .filter((file) => file.endsWith('.mjs') && file !== self)
-  .filter((file) => (only.length === 0 ? !BUILD_COMPARISONS.has(file) : only.includes(file.replace(/\.mjs$/, ''))))
+  .filter((file) => (only.length === 0 ? !BY_HAND.has(file) : only.includes(file.replace(/\.mjs$/, ''))))
   .sort();
 
 if (benches.length === 0) {

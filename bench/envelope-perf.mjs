@@ -1,0 +1,305 @@
+#!/usr/bin/env node
+// Where each microsecond of an envelope request goes, kernel included, against its bare baseline at the same
+// request rate. bench/envelope-profile.mjs samples V8's own profiler, which cannot see inside system calls and
+// counts a process that waits to be scheduled as running; this one samples the serving thread with Linux `perf`
+// (`perf record -g`, call graphs through the kernel and through JIT code named by `--perf-basic-prof`).
+//
+// For each route, a single-process Fleetplane (`workers: 0`) and the bare baseline of bench/envelope.mjs are
+// each pinned to CPU 1 with the load generator (autocannon, in this process) on CPU 0, and loaded at the same
+// rate: a share of what Fleetplane sustains. At the same rate both sides get the same batching from the event
+// loop and the same wake-ups from the client, so the difference is per-request work. Each sample is charged to
+// the innermost frame of a module (a Fleetplane file or a package), else to what Node, V8 or the kernel were
+// doing; shares of samples times the serving thread's CPU per request (from /proc) give µs per request.
+//
+// Needs Linux `perf` with access to kernel call graphs (root, or kernel.perf_event_paranoid ≤ 1) and `taskset`.
+// Run after `npm run build`. Writes bench/results/envelope-perf.json and .md; the .md keeps whatever follows
+// its ANALYSIS marker line. Environment: BENCH_DURATION_S (measured run, default 6), BENCH_RATE_SHARE (the
+// share of Fleetplane's sustained rate both sides are loaded at, default 0.85), BENCH_ROUTES (default
+// `workflow,api,crud`).
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { Fixture, killAll } from './lib/procs.mjs';
+import { seedEnvelopeData } from './lib/envelope-data.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const ANALYSIS = '<!-- ANALYSIS: everything below this line is kept when the benchmark rewrites the file -->';
+const settings = {
+  durationS: Number(process.env.BENCH_DURATION_S ?? 6),
+  rateShare: Number(process.env.BENCH_RATE_SHARE ?? 0.85),
+  connections: 32,
+  frequencyHz: 2000,
+};
+const ROUTES = {
+  workflow: { path: '/workflows/echo', barePath: '/echo', what: '`POST /workflows/echo`', bare: 'bare Fastify POST echo' },
+  api: { path: '/api', barePath: '/proxy', what: '`POST /api` → local upstream', bare: 'bare Fastify POST → undici → the same upstream' },
+  crud: { path: '/crud', barePath: '/read', what: '`POST /crud` `object.read` by `_id`', bare: 'bare Fastify POST → the same better-sqlite3 statement' },
+};
+const routeNames = (process.env.BENCH_ROUTES ?? Object.keys(ROUTES).join(',')).split(',').filter(Boolean);
+for (const name of routeNames) if (!ROUTES[name]) throw new Error(`BENCH_ROUTES: unknown route "${name}" (known: ${Object.keys(ROUTES).join(', ')})`);
+
+const workDir = mkdtempSync(path.join(os.tmpdir(), 'fleetplane-bench-perf-'));
+const dataDir = path.join(workDir, 'data');
+mkdirSync(dataDir);
+const perfMaps = new Set();
+const cleanup = () => {
+  killAll();
+  for (const file of perfMaps) rmSync(file, { force: true });
+  rmSync(workDir, { recursive: true, force: true });
+};
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => (cleanup(), process.exit(130)));
+const round2 = (value) => Math.round(value * 100) / 100;
+
+function requireTools() {
+  for (const [tool, args] of [
+    ['perf', ['--version']],
+    ['taskset', ['--version']],
+  ]) {
+    try {
+      execFileSync(tool, args, { stdio: 'ignore' });
+    } catch {
+      throw new Error(`${tool} is not available: this benchmark needs Linux perf and taskset`);
+    }
+  }
+  if (os.cpus().length < 2) throw new Error('this benchmark needs 2 CPUs: one for the server, one for the load generator');
+}
+
+let tickUs;
+/** CPU time of a process's main thread (user, system) in µs, from /proc. */
+function threadCpuUs(pid) {
+  tickUs ??= 1e6 / (Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100);
+  const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const tick = tickUs;
+  return { user: Number(fields[11]) * tick, system: Number(fields[12]) * tick };
+}
+
+/** Runs `perf record` on the serving thread while `during` runs; answers its result and the text of `perf script`. */
+async function recordWhile(pid, file, during) {
+  const recorder = spawn('perf', ['record', '-g', '-F', String(settings.frequencyHz), '-o', file, '-t', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  recorder.stderr.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise((resolve) => recorder.once('exit', resolve));
+  let result;
+  try {
+    // perf prints nothing once attached: give it a moment before the measured run.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    result = await during();
+  } finally {
+    recorder.kill('SIGINT');
+    await exited;
+  }
+  if (!existsSync(file)) throw new Error(`perf record wrote nothing: ${stderr.trim()}`);
+  latestCodeOnly(`/tmp/perf-${pid}.map`);
+  const script = execFileSync('perf', ['script', '-i', file], { encoding: 'utf8', maxBuffer: 1024 * 1024 * 1024, stdio: ['ignore', 'pipe', 'ignore'] });
+  return { result, script };
+}
+
+/**
+ * V8 appends a line to the perf map for every piece of code it makes, and never says when one is freed, so the
+ * code space it reuses keeps the names of code long gone (the boot's, typically). Of overlapping entries only
+ * the one written last is kept: the code that was there when the samples were taken.
+ */
+function latestCodeOnly(mapFile) {
+  if (!existsSync(mapFile)) throw new Error(`${mapFile} is missing: the server did not run with --perf-basic-prof`);
+  const entries = readFileSync(mapFile, 'utf8')
+    .split('\n')
+    .map((line, order) => {
+      const match = /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line);
+      return match && { start: BigInt(`0x${match[1]}`), end: BigInt(`0x${match[1]}`) + BigInt(`0x${match[2]}`), line, order };
+    })
+    .filter(Boolean)
+    .sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.order - b.order));
+  const kept = [];
+  for (const entry of entries) {
+    // Drop every kept entry this one overlaps and outlives; skip it when a later-written one covers it.
+    let covered = false;
+    while (kept.length > 0 && kept.at(-1).end > entry.start) {
+      if (kept.at(-1).order > entry.order) {
+        covered = true;
+        break;
+      }
+      kept.pop();
+    }
+    if (!covered) kept.push(entry);
+  }
+  writeFileSync(mapFile, `${kept.map((entry) => entry.line).join('\n')}\n`);
+}
+
+const KERNEL_AREAS = [
+  [/sock_def_readable|try_to_wake_up|ep_poll_callback/, 'kernel: waking the client (its socket became readable)'],
+  [/tcp_sendmsg|do_writev|sock_write_iter/, 'kernel: sending (TCP over loopback)'],
+  [/tcp_recvmsg|sock_read_iter|ksys_read/, 'kernel: receiving'],
+  [/epoll_wait|do_epoll/, 'kernel: epoll'],
+];
+
+/** The area a sample is charged to: the innermost module frame, else what Node, V8 or the kernel were doing. */
+function areaOf(frames) {
+  const leaf = frames[0];
+  if (leaf.dso === '[kernel.kallsyms]') {
+    const stack = frames.map((frame) => frame.symbol).join(' ');
+    for (const [pattern, name] of KERNEL_AREAS) if (pattern.test(stack)) return name;
+    return 'kernel: other (page faults, timers, scheduling)';
+  }
+  for (const frame of frames) {
+    const match = /^JS:\S*\s+(?:file:\/\/)?(\S+):\d+:\d+/.exec(frame.symbol);
+    if (!match || match[1].startsWith('node:')) continue;
+    const file = match[1];
+    const dist = /\/dist\/(.+)\.js$/.exec(file);
+    if (dist) return dist[1].startsWith('src/') ? dist[1].split('/').slice(0, 2).join('/') : dist[1];
+    const packaged = /node_modules\/((?:@[^/]+\/)?[^/]+)\/(.+)$/.exec(file);
+    if (packaged) return packaged[1] === 'fastify' ? `fastify ${packaged[2].replace(/^lib\//, '')}` : packaged[1];
+    return file;
+  }
+  if (frames.some((frame) => /Heap::|Scavenger|MarkCompact|ConcurrentMarking|MemoryAllocator/.test(frame.symbol))) return 'V8 garbage collection';
+  if (frames.some((frame) => frame.symbol.startsWith('JS:'))) return 'Node core JS (http, streams, timers, microtasks)';
+  if (frames.some((frame) => /llhttp/.test(frame.symbol))) return 'HTTP parser (llhttp)';
+  return 'native: libuv, V8 runtime, libc';
+}
+
+/** Samples of `perf script` output per area (and per leaf function of Fleetplane's own code). */
+function attribute(script) {
+  const areas = new Map();
+  const ownLeaves = new Map();
+  let samples = 0;
+  for (const block of script.split('\n\n')) {
+    const frames = [];
+    for (const line of block.split('\n').slice(1)) {
+      const match = /^\s*[0-9a-f]+\s+(.*?)\s+\(([^)]*)\)\s*$/.exec(line);
+      if (match) frames.push({ symbol: match[1].replace(/\+0x[0-9a-f]+$/, ''), dso: match[2] });
+    }
+    if (frames.length === 0) continue;
+    samples += 1;
+    const area = areaOf(frames);
+    areas.set(area, (areas.get(area) ?? 0) + 1);
+    const own = frames.find((frame) => /\/dist\/.+\.js:\d+/.test(frame.symbol));
+    if (own && frame0IsOwn(frames, own)) {
+      const name = own.symbol.replace(/^JS:\S*\s+/, '').replace(/^.*\/dist\//, '');
+      ownLeaves.set(name, (ownLeaves.get(name) ?? 0) + 1);
+    }
+  }
+  return { samples, areas, ownLeaves };
+}
+/** Whether Fleetplane's frame is the sample's innermost JS frame (its own time, and what it called natively). */
+const frame0IsOwn = (frames, own) => frames.find((frame) => frame.symbol.startsWith('JS:')) === own;
+
+async function measureSide(name, side, data, upstreamPort, rate) {
+  const route = ROUTES[name];
+  const execArgv = ['--perf-basic-prof'];
+  const server =
+    side === 'candidate'
+      ? new Fixture('fleetplane.mjs', { BENCH_FP_CONFIG: JSON.stringify({ dataDir, workers: 0, http: { port: 0, host: '127.0.0.1' }, log: { level: 'warn', requests: false } }) }, { execArgv })
+      : new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'bare', BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: data.dbFile, BENCH_ORGANIZATION_ID: data.organizationId }, { execArgv });
+  try {
+    const { port, pid } = await server.ready(60_000);
+    perfMaps.add(`/tmp/perf-${pid}.map`);
+    execFileSync('taskset', ['-a', '-p', '-c', '1', String(pid)], { stdio: 'ignore' });
+    const request = {
+      url: `http://127.0.0.1:${port}${side === 'candidate' ? route.path : route.barePath}`,
+      method: 'POST',
+      body: data.bodies[name],
+      headers: side === 'candidate' ? data.withKey : data.json,
+      connections: settings.connections,
+    };
+    const response = await fetch(request.url, { method: 'POST', body: request.body, headers: request.headers });
+    const reply = await response.json();
+    if (response.status !== 200 || !data.answers[name](reply)) throw new Error(`${request.url} answered ${response.status} ${JSON.stringify(reply).slice(0, 200)}`);
+    const warm = await autocannon({ ...request, duration: 3 });
+    const sustained = warm.requests.average;
+    const overallRate = rate ?? Math.round(sustained * settings.rateShare);
+    await autocannon({ ...request, duration: 1, overallRate });
+    const file = path.join(workDir, `${name}-${side}.data`);
+    let before;
+    const { result, script } = await recordWhile(pid, file, async () => {
+      before = threadCpuUs(pid);
+      const run = await autocannon({ ...request, duration: settings.durationS, overallRate });
+      return { run, after: threadCpuUs(pid) };
+    });
+    const { run, after } = result;
+    const failed = run.errors + run.timeouts + run.non2xx;
+    if (failed > 0) throw new Error(`${request.url}: ${failed} failed requests`);
+    const requests = run.requests.total;
+    const cpuUsPerRequest = (after.user + after.system - before.user - before.system) / requests;
+    const { samples, areas, ownLeaves } = attribute(script);
+    const perRequest = (count) => round2((count / samples) * cpuUsPerRequest);
+    return {
+      sustainedRequestsPerSecond: Math.round(sustained),
+      rate: overallRate,
+      requestsPerSecond: Math.round(run.requests.average),
+      requests,
+      samples,
+      cpuUsPerRequest: round2(cpuUsPerRequest),
+      systemUsPerRequest: round2((after.system - before.system) / requests),
+      areas: Object.fromEntries([...areas].sort((a, b) => b[1] - a[1]).map(([area, count]) => [area, perRequest(count)])),
+      ownLeaves: [...ownLeaves].sort((a, b) => b[1] - a[1]).slice(0, 25).map(([leaf, count]) => ({ function: leaf, usPerRequest: perRequest(count) })),
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
+function section(name, { candidate, baseline }) {
+  const areas = [...new Set([...Object.keys(candidate.areas), ...Object.keys(baseline.areas)])]
+    .map((area) => ({ area, candidate: candidate.areas[area] ?? 0, baseline: baseline.areas[area] ?? 0 }))
+    .map((row) => ({ ...row, difference: round2(row.candidate - row.baseline) }))
+    .sort((a, b) => b.difference - a.difference);
+  return [
+    `## ${ROUTES[name].what} (baseline: ${ROUTES[name].bare})`,
+    '',
+    `Both at ${candidate.rate} req/s (${Math.round(settings.rateShare * 100)} % of the ${candidate.sustainedRequestsPerSecond} req/s Fleetplane sustained here; the baseline sustained ${baseline.sustainedRequestsPerSecond}). Fleetplane: ${candidate.requests} requests, ${candidate.samples} samples, ${candidate.cpuUsPerRequest} µs/request of which kernel ${candidate.systemUsPerRequest}. Baseline: ${baseline.requests} requests, ${baseline.samples} samples, ${baseline.cpuUsPerRequest} µs/request of which kernel ${baseline.systemUsPerRequest}.`,
+    '',
+    '| where (innermost module frame, else what the process was doing) | Fleetplane µs/req | baseline µs/req | difference |',
+    '|---|---:|---:|---:|',
+    ...areas.filter((row) => row.candidate >= 0.05 || row.baseline >= 0.05).map((row) => `| ${row.area} | ${row.candidate} | ${row.baseline} | ${row.difference} |`),
+    `| **total (serving thread, /proc)** | **${candidate.cpuUsPerRequest}** | **${baseline.cpuUsPerRequest}** | **${round2(candidate.cpuUsPerRequest - baseline.cpuUsPerRequest)}** |`,
+    '',
+    'Fleetplane\'s own functions where they are the innermost JS frame (their time and the native code they called):',
+    '',
+    '| function (dist file:line) | µs/req |',
+    '|---|---:|',
+    ...candidate.ownLeaves.filter((leaf) => leaf.usPerRequest >= 0.05).map((leaf) => `| ${leaf.function} | ${leaf.usPerRequest} |`),
+    '',
+  ].join('\n');
+}
+
+try {
+  requireTools();
+  if (!existsSync(path.join(here, '..', 'dist', 'index.js'))) throw new Error('dist/index.js is missing: run `npm run build` first');
+  execFileSync('taskset', ['-a', '-p', '-c', '0', String(process.pid)], { stdio: 'ignore' });
+  const upstream = new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'upstream' });
+  const { port: upstreamPort } = await upstream.ready();
+  const data = await seedEnvelopeData(dataDir, upstreamPort);
+  const routes = {};
+  for (const name of routeNames) {
+    console.error(`measuring ${name}`);
+    const candidate = await measureSide(name, 'candidate', data, upstreamPort);
+    const baseline = await measureSide(name, 'baseline', data, upstreamPort, candidate.rate);
+    routes[name] = { candidate, baseline };
+  }
+  await upstream.stop();
+
+  const environment = { node: process.version, cpus: os.cpus().length, perf: execFileSync('perf', ['--version'], { encoding: 'utf8' }).trim(), loadavgAtEnd: os.loadavg().map(round2) };
+  const result = { date: new Date().toISOString(), environment, settings, routes };
+  const mdFile = path.join(here, 'results', 'envelope-perf.md');
+  const previous = existsSync(mdFile) ? readFileSync(mdFile, 'utf8') : '';
+  const analysis = previous.includes(ANALYSIS) ? previous.slice(previous.indexOf(ANALYSIS)) : `${ANALYSIS}\n`;
+  const md = [
+    '# Envelope routes: every microsecond, kernel included',
+    '',
+    `Single-process Fleetplane (\`workers: 0\`) and the bare baseline of bench/envelope.mjs, each pinned to CPU 1, loaded by autocannon pinned to CPU 0 (${settings.connections} keep-alive connections) at the same request rate, and sampled with \`perf record -g -F ${settings.frequencyHz}\` on the serving thread for ${settings.durationS} s; Node ${process.version}, ${environment.perf}. A sample is charged to the innermost frame of a module (a Fleetplane file under dist/ or a package), else to what Node, V8 or the kernel were doing; a share of the samples times the serving thread's CPU per request (from /proc) gives µs per request. Rows sorted by the difference. Produced by \`node bench/envelope-perf.mjs\`.`,
+    '',
+    ...Object.entries(routes).map(([name, figures]) => section(name, figures)),
+    analysis,
+  ].join('\n');
+  mkdirSync(path.join(here, 'results'), { recursive: true });
+  writeFileSync(path.join(here, 'results', 'envelope-perf.json'), `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(mdFile, md);
+  process.stdout.write(md);
+} catch (error) {
+  console.error(error?.stack ?? error);
+  process.exitCode = 1;
+} finally {
+  cleanup();
+}
