@@ -86,6 +86,8 @@ async function runner() {
     durationS: Number(process.env.BENCH_DURATION_S ?? 4),
     connections: Number(process.env.BENCH_CONNECTIONS ?? 32),
     bodyBytes: BODY_BYTES,
+    /** The second pass offers both sides this share of the rate Fleetplane sustained in the first. */
+    sameRateShare: 0.85,
   };
   // Minimum CPU-efficiency ratios (the primary figure); throughput ratios are reported next to them.
   const GOALS = { workflow: 0.75, api: 0.8, crud: 0.6 };
@@ -133,9 +135,9 @@ async function runner() {
     const only = process.env.BENCH_PAIRS ? process.env.BENCH_PAIRS.split(',') : undefined;
     if (only) for (const name of Object.keys(pairs)) if (!only.includes(name)) delete pairs[name];
     // Server CPU per request is measured too: unlike throughput, it does not move with what else the machine runs.
-    const load = async ({ url, body, headers, pid }, durationS) => {
+    const load = async ({ url, body, headers, pid }, durationS, overallRate) => {
       const cpuBefore = cpuSplitMs(pid);
-      const result = await autocannon({ url, body, headers, method: 'POST', connections: settings.connections, duration: durationS });
+      const result = await autocannon({ url, body, headers, method: 'POST', connections: settings.connections, duration: durationS, ...(overallRate ? { overallRate } : {}) });
       const cpuAfter = cpuSplitMs(pid);
       const cpuUsedMs = cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system;
       const failed = result.errors + result.timeouts + result.non2xx;
@@ -166,6 +168,24 @@ async function runner() {
       console.error(`round ${round + 1}/${settings.rounds} done`);
     }
 
+    // The same pairs again with both sides offered the same rate, a share of what Fleetplane sustained: at full
+    // load the faster side also gets larger event-loop batches and finds its client awake more often (fewer
+    // wake-ups per answer), so part of the full-load gap follows from the slower side being slower. At one rate
+    // that part is gone and what remains is the work per request.
+    for (const [name, pair] of Object.entries(pairs)) {
+      const rate = Math.round(median(samples[name].candidate.map((run) => run.requestsPerSecond)) * settings.sameRateShare);
+      samples[name].sameRate = { rate, cpuRatio: [], baseline: [], candidate: [] };
+      for (let round = 0; round < settings.rounds; round += 1) {
+        const order = round % 2 === 0 ? ['baseline', 'candidate'] : ['candidate', 'baseline'];
+        const measured = {};
+        for (const side of order) measured[side] = await load(pair[side], settings.durationS, rate);
+        samples[name].sameRate.baseline.push(measured.baseline.serverCpuUsPerRequest);
+        samples[name].sameRate.candidate.push(measured.candidate.serverCpuUsPerRequest);
+        samples[name].sameRate.cpuRatio.push(measured.baseline.serverCpuUsPerRequest / measured.candidate.serverCpuUsPerRequest);
+      }
+      console.error(`${name} at ${rate} req/s done`);
+    }
+
     const figures = {};
     const goals = {};
     for (const [name, sample] of Object.entries(samples)) {
@@ -184,12 +204,19 @@ async function runner() {
         candidateServerSystemCpuUsPerRequest: round2(median(sample.candidate.map((run) => run.serverSystemCpuUsPerRequest))),
         medianCpuRatio: round2(median(sample.cpuRatio)),
         cpuRatios: sample.cpuRatio.map(round2),
+        sameRate: {
+          requestsPerSecond: sample.sameRate.rate,
+          baselineServerCpuUsPerRequest: round2(median(sample.sameRate.baseline)),
+          candidateServerCpuUsPerRequest: round2(median(sample.sameRate.candidate)),
+          medianCpuRatio: round2(median(sample.sameRate.cpuRatio)),
+          cpuRatios: sample.sameRate.cpuRatio.map(round2),
+        },
       };
       goals[name] = { goal: `CPU-efficiency ≥ ${GOALS[name]}×`, met: figures[name].medianCpuRatio >= GOALS[name] };
     }
     if (only) {
       for (const [name, figure] of Object.entries(figures)) {
-        console.log(`${name}: CPU µs/req ${figure.baselineServerCpuUsPerRequest} / ${figure.candidateServerCpuUsPerRequest} (kernel ${figure.baselineServerSystemCpuUsPerRequest} / ${figure.candidateServerSystemCpuUsPerRequest}), CPU-efficiency ${figure.medianCpuRatio}× (rounds ${figure.cpuRatios.join(', ')}), throughput ${figure.medianRatio}×`);
+        console.log(`${name}: CPU µs/req ${figure.baselineServerCpuUsPerRequest} / ${figure.candidateServerCpuUsPerRequest} (kernel ${figure.baselineServerSystemCpuUsPerRequest} / ${figure.candidateServerSystemCpuUsPerRequest}), CPU-efficiency ${figure.medianCpuRatio}× (rounds ${figure.cpuRatios.join(', ')}), throughput ${figure.medianRatio}×; at ${figure.sameRate.requestsPerSecond} req/s both: ${figure.sameRate.baselineServerCpuUsPerRequest} / ${figure.sameRate.candidateServerCpuUsPerRequest} µs, ${figure.sameRate.medianCpuRatio}× (rounds ${figure.sameRate.cpuRatios.join(', ')})`);
       }
       await Promise.all([fleetplane.stop(), bare.stop(), upstream.stop()]);
       return;
@@ -209,6 +236,13 @@ ${row('api', '`POST /api` → local upstream (authorization, provider lookup, pa
 ${row('crud', '`POST /crud` `object.read`, `filter: { _id }` (authorization, envelope checks, scoped store read, redaction)', 'bare Fastify POST → the same better-sqlite3 prepared statement, same row')}
 
 Per-round throughput ratios: workflow ${figures.workflow.ratios.join(', ')}; api ${figures.api.ratios.join(', ')}; crud ${figures.crud.ratios.join(', ')}. Per-round CPU-efficiency ratios: workflow ${samples.workflow.cpuRatio.map(round2).join(', ')}; api ${samples.api.cpuRatio.map(round2).join(', ')}; crud ${samples.crud.cpuRatio.map(round2).join(', ')}. The CPU-efficiency ratio is baseline ÷ candidate server CPU time per request (the serving process only, user + system time read from /proc), which other load on the machine moves far less than throughput; the kernel (system) part is mostly socket reads and writes.
+
+
+Both sides at the same rate (${Math.round(settings.sameRateShare * 100)} % of what Fleetplane sustained above), ${settings.rounds} rounds alternating: at full load the faster side also gets larger event-loop batches and finds its client awake more often (fewer wake-ups per answer), so part of the full-load gap follows from the slower side being slower; at one rate what remains is the work per request. The goals are on the full-load ratio above.
+
+| pair | rate, req/s (both) | server CPU µs/req (baseline / candidate) | CPU-efficiency ratio at that rate | rounds |
+|---|---:|---:|---:|---|
+${Object.keys(figures).map((name) => `| ${name} | ${figures[name].sameRate.requestsPerSecond} | ${figures[name].sameRate.baselineServerCpuUsPerRequest} / ${figures[name].sameRate.candidateServerCpuUsPerRequest} | ${figures[name].sameRate.medianCpuRatio}× | ${figures[name].sameRate.cpuRatios.join(', ')} |`).join('\n')}
 `;
     mkdirSync(path.join(here, 'results'), { recursive: true });
     const mdFile = path.join(here, 'results', 'envelope.md');
