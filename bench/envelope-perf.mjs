@@ -128,6 +128,7 @@ function latestCodeOnly(mapFile) {
   writeFileSync(mapFile, `${kept.map((entry) => entry.line).join('\n')}\n`);
 }
 
+const NODE_CORE = 'Node core JS (http, streams, timers, microtasks)';
 const KERNEL_AREAS = [
   [/sock_def_readable|try_to_wake_up|ep_poll_callback/, 'kernel: waking the client (its socket became readable)'],
   [/tcp_sendmsg|do_writev|sock_write_iter/, 'kernel: sending (TCP over loopback)'],
@@ -154,7 +155,7 @@ function areaOf(frames) {
     return file;
   }
   if (frames.some((frame) => /Heap::|Scavenger|MarkCompact|ConcurrentMarking|MemoryAllocator/.test(frame.symbol))) return 'V8 garbage collection';
-  if (frames.some((frame) => frame.symbol.startsWith('JS:'))) return 'Node core JS (http, streams, timers, microtasks)';
+  if (frames.some((frame) => frame.symbol.startsWith('JS:'))) return NODE_CORE;
   if (frames.some((frame) => /llhttp/.test(frame.symbol))) return 'HTTP parser (llhttp)';
   return 'native: libuv, V8 runtime, libc';
 }
@@ -163,6 +164,7 @@ function areaOf(frames) {
 function attribute(script) {
   const areas = new Map();
   const ownLeaves = new Map();
+  const nodeLeaves = new Map();
   let samples = 0;
   for (const block of script.split('\n\n')) {
     const frames = [];
@@ -174,13 +176,17 @@ function attribute(script) {
     samples += 1;
     const area = areaOf(frames);
     areas.set(area, (areas.get(area) ?? 0) + 1);
+    if (area === NODE_CORE) {
+      const inner = frames.find((frame) => frame.symbol.startsWith('JS:')).symbol.replace(/^JS:[*^~]?/, '');
+      nodeLeaves.set(inner, (nodeLeaves.get(inner) ?? 0) + 1);
+    }
     const own = frames.find((frame) => /\/dist\/.+\.js:\d+/.test(frame.symbol));
     if (own && frame0IsOwn(frames, own)) {
-      const name = own.symbol.replace(/^JS:\S*\s+/, '').replace(/^.*\/dist\//, '');
+      const name = own.symbol.replace(/^JS:[*^~]?/, '').replace(/\S*\/dist\//, '');
       ownLeaves.set(name, (ownLeaves.get(name) ?? 0) + 1);
     }
   }
-  return { samples, areas, ownLeaves };
+  return { samples, areas, ownLeaves, nodeLeaves };
 }
 /** Whether Fleetplane's frame is the sample's innermost JS frame (its own time, and what it called natively). */
 const frame0IsOwn = (frames, own) => frames.find((frame) => frame.symbol.startsWith('JS:')) === own;
@@ -222,7 +228,7 @@ async function measureSide(name, side, data, upstreamPort, rate) {
     if (failed > 0) throw new Error(`${request.url}: ${failed} failed requests`);
     const requests = run.requests.total;
     const cpuUsPerRequest = (after.user + after.system - before.user - before.system) / requests;
-    const { samples, areas, ownLeaves } = attribute(script);
+    const { samples, areas, ownLeaves, nodeLeaves } = attribute(script);
     const perRequest = (count) => round2((count / samples) * cpuUsPerRequest);
     return {
       sustainedRequestsPerSecond: Math.round(sustained),
@@ -234,6 +240,7 @@ async function measureSide(name, side, data, upstreamPort, rate) {
       systemUsPerRequest: round2((after.system - before.system) / requests),
       areas: Object.fromEntries([...areas].sort((a, b) => b[1] - a[1]).map(([area, count]) => [area, perRequest(count)])),
       ownLeaves: [...ownLeaves].sort((a, b) => b[1] - a[1]).slice(0, 25).map(([leaf, count]) => ({ function: leaf, usPerRequest: perRequest(count) })),
+      nodeLeaves: Object.fromEntries([...nodeLeaves].map(([leaf, count]) => [leaf, perRequest(count)])),
     };
   } finally {
     await server.stop();
@@ -254,6 +261,16 @@ function section(name, { candidate, baseline }) {
     '|---|---:|---:|---:|',
     ...areas.filter((row) => row.candidate >= 0.05 || row.baseline >= 0.05).map((row) => `| ${row.area} | ${row.candidate} | ${row.baseline} | ${row.difference} |`),
     `| **total (serving thread, /proc)** | **${candidate.cpuUsPerRequest}** | **${baseline.cpuUsPerRequest}** | **${round2(candidate.cpuUsPerRequest - baseline.cpuUsPerRequest)}** |`,
+    '',
+    `${NODE_CORE}: the innermost Node function, largest differences first:`,
+    '',
+    '| Node function | Fleetplane µs/req | baseline µs/req | difference |',
+    '|---|---:|---:|---:|',
+    ...[...new Set([...Object.keys(candidate.nodeLeaves), ...Object.keys(baseline.nodeLeaves)])]
+      .map((leaf) => ({ leaf, candidate: candidate.nodeLeaves[leaf] ?? 0, baseline: baseline.nodeLeaves[leaf] ?? 0 }))
+      .sort((a, b) => b.candidate - b.baseline - (a.candidate - a.baseline))
+      .slice(0, 15)
+      .map((row) => `| ${row.leaf} | ${row.candidate} | ${row.baseline} | ${round2(row.candidate - row.baseline)} |`),
     '',
     'Fleetplane\'s own functions where they are the innermost JS frame (their time and the native code they called):',
     '',
