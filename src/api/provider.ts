@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { lazyCheck } from '../schema/lazy-check.js';
 import { ApiError } from './errors.js';
 import { schemaViolation } from './schema-violation.js';
 
@@ -48,7 +48,7 @@ export const ApiProviderDefinition = Type.Object(
 );
 export type ApiProviderDefinition = Static<typeof ApiProviderDefinition>;
 
-const definitionCheck = TypeCompiler.Compile(ApiProviderDefinition);
+const definitionCheck = lazyCheck(ApiProviderDefinition);
 /** Framing and connection headers belong to the HTTP client; a provider setting them would corrupt requests. */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer', 'proxy-connection']);
 

@@ -1,12 +1,12 @@
 import type { TSchema } from '@sinclair/typebox';
-import type { TypeCheck } from '@sinclair/typebox/compiler';
+import type { SchemaCheck } from '../schema/lazy-check.js';
 
 /**
  * The first violation of a compiled schema as `field: problem` (`endpoints.create.path: expected string`), the
  * form every 400 of this server takes, or undefined when the value is valid. `prefix` names where the value
  * sits in a larger document (`apis.0`).
  */
-export function schemaViolation<T extends TSchema>(check: TypeCheck<T>, value: unknown, prefix = ''): string | undefined {
+export function schemaViolation<T extends TSchema>(check: SchemaCheck<T>, value: unknown, prefix = ''): string | undefined {
   if (check.Check(value)) return undefined;
   const error = check.Errors(value).First();
   const path = (error?.path ?? '').replace(/^\//, '').replaceAll('/', '.').replaceAll('~1', '/').replaceAll('~0', '~');

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { lazyCheck } from '../schema/lazy-check.js';
 import type { Pool } from 'undici';
 import type { Store } from '../db/types.js';
 import { SecretKeyError, SecretUnreadableError } from '../secrets/errors.js';
@@ -27,7 +27,7 @@ export const ApiSendEnvelope = Type.Object(
   { additionalProperties: true },
 );
 export type ApiSendEnvelope = Static<typeof ApiSendEnvelope>;
-const sendCheck = TypeCompiler.Compile(ApiSendEnvelope);
+const sendCheck = lazyCheck(ApiSendEnvelope);
 
 export interface ApiCallOptions {
   /** Aborts the call (a workflow's deadline); never lengthens the provider's own timeout. */

@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
+import { lazyCheck, type SchemaCheck } from '../schema/lazy-check.js';
 import { Permissions, type Permissions as PermissionsMap } from '../schema/permissions.js';
 import { InvalidInputError } from './errors.js';
 
@@ -98,7 +98,7 @@ export const STANDARD_INDEXES: ReadonlyArray<{ collection: CollectionName; field
   { collection: 'repository_upload_reservations', fields: { organization_id: 1, cluster_id: 1, url: 1 } },
 ];
 
-const checks = new Map<string, TypeCheck<TSchema>>(Object.entries(COLLECTION_SCHEMAS).map(([name, schema]) => [name, TypeCompiler.Compile(schema)]));
+const checks = new Map<string, SchemaCheck<TSchema>>(Object.entries(COLLECTION_SCHEMAS).map(([name, schema]) => [name, lazyCheck(schema)]));
 
 /** Documents written to a SPEC 7.2 collection must match its schema; other collections are free-form. */
 export function assertCollectionDocument(collection: string, document: unknown): void {

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { lazyCheck } from '../schema/lazy-check.js';
 import { FleetplaneError } from '../errors.js';
 
 export const MAX_TARGETS = 256;
@@ -64,8 +64,8 @@ const UNION_HINTS = {
   worker: `a worker number (0 to 256) or a list of 1 to ${MAX_TARGETS} of them`,
 };
 
-// Compiled once: every envelope of every process passes here, so the valid path must be cheap.
-const envelopeCheck = TypeCompiler.Compile(IpcEnvelopeSchema);
+// Compiled once, on the first envelope: every envelope of every process passes here, so the valid path must be cheap.
+const envelopeCheck = lazyCheck(IpcEnvelopeSchema);
 
 /** Validates an envelope from outside (HTTP, WebSocket, CLI, another process) and bounds its size. */
 export function parseEnvelope(input: unknown, maxBytes = DEFAULT_MAX_ENVELOPE_BYTES): IpcEnvelope {

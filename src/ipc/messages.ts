@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { lazyCheck } from '../schema/lazy-check.js';
 import type { DeliveredEnvelope } from './envelope.js';
 import type { RequestResult } from './handlers.js';
 
@@ -25,7 +25,7 @@ const WorkerIpcMessageSchema = Type.Union([
 ]);
 export type WorkerIpcMessage = Static<typeof WorkerIpcMessageSchema>;
 
-const workerMessageCheck = TypeCompiler.Compile(WorkerIpcMessageSchema);
+const workerMessageCheck = lazyCheck(WorkerIpcMessageSchema);
 export const isWorkerIpcMessage = (payload: unknown): payload is WorkerIpcMessage => workerMessageCheck.Check(payload);
 
 export type PrimaryIpcMessage =

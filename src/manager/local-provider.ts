@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { lazyCheck } from '../schema/lazy-check.js';
 import type { ApiReply } from '../api/service.js';
 import { schemaViolation } from '../api/schema-violation.js';
 import type { BuiltinProvider } from './builtin-providers.js';
@@ -39,7 +39,7 @@ const CreateData = Type.Object(
   { additionalProperties: true },
 );
 type CreateData = Static<typeof CreateData>;
-const createCheck = TypeCompiler.Compile(CreateData);
+const createCheck = lazyCheck(CreateData);
 const INSTANCE_ID = /^fp-local-[0-9a-f]{16}$/;
 
 export interface LocalProviderOptions {

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { lazyCheck } from '../schema/lazy-check.js';
 import { MeshError } from './errors.js';
 import { MESH_METHOD } from './frames.js';
 import type { MeshHandler } from './peer-requests.js';
@@ -13,7 +13,7 @@ const MeshMessageSchema = Type.Object(
   },
   { additionalProperties: false },
 );
-const messageCheck = TypeCompiler.Compile(MeshMessageSchema);
+const messageCheck = lazyCheck(MeshMessageSchema);
 
 /** `server.mesh.send`: a `mesh.<name>` handler on one peer's primary. */
 export interface MeshMessage {

@@ -1,5 +1,5 @@
-import { Type, type Static } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { lazyCheck, type SchemaCheck } from '../schema/lazy-check.js';
 
 /** An envelope crosses one link at most once (the receiver never forwards), so more hops mean a bug or abuse. */
 export const MAX_HOPS = 8;
@@ -49,7 +49,7 @@ export type PeerFrame = { [K in keyof typeof FRAMES]: Static<(typeof FRAMES)[K]>
 export type FrameOf<T extends PeerFrame['type']> = Extract<PeerFrame, { type: T }>;
 
 // One compiled check per type, so a refusal names the field that is wrong instead of "no union member".
-const checks = new Map(Object.entries(FRAMES).map(([type, schema]) => [type, TypeCompiler.Compile(schema)]));
+const checks = new Map<string, SchemaCheck<TSchema>>(Object.entries(FRAMES).map(([type, schema]) => [type, lazyCheck(schema)]));
 
 export type FrameParse = { ok: true; frame: PeerFrame } | { ok: false; code: 'binary_frame' | 'too_large' | 'bad_json' | 'invalid_frame'; message: string; id?: number };
 

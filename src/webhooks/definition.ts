@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
+import { lazyCheck, type SchemaCheck } from '../schema/lazy-check.js';
 import { ResourceName } from '../api/provider.js';
 import { schemaViolation } from '../api/schema-violation.js';
 
@@ -20,7 +20,7 @@ export const TokenVerification = Type.Object(
   { scheme: Type.Literal('token'), header: HeaderName, secret: Secret },
   { additionalProperties: false, description: 'A static token the sender puts in a header' },
 );
-const VERIFICATIONS: Record<string, TypeCheck<TSchema>> = { 'hmac-sha256': TypeCompiler.Compile(HmacVerification), token: TypeCompiler.Compile(TokenVerification) };
+const VERIFICATIONS: Record<string, SchemaCheck<TSchema>> = { 'hmac-sha256': lazyCheck(HmacVerification), token: lazyCheck(TokenVerification) };
 
 /** SPEC 12.1: a webhook as written in `webhooks` and resource files. */
 export const WebhookDefinition = Type.Object(
@@ -45,7 +45,7 @@ export type HmacVerification = Static<typeof HmacVerification>;
 export type TokenVerification = Static<typeof TokenVerification>;
 export type WebhookDefinition = Omit<Static<typeof WebhookDefinition>, 'verify'> & { verify: HmacVerification | TokenVerification };
 
-const definitionCheck = TypeCompiler.Compile(WebhookDefinition);
+const definitionCheck = lazyCheck(WebhookDefinition);
 
 /** Why a definition is refused, as `field: problem`; undefined when it is valid. */
 export function webhookViolation(value: unknown, prefix = ''): string | undefined {
