@@ -1,5 +1,6 @@
 import { InvalidInputError } from './errors.js';
 import { mingoUpdater } from './mingo.js';
+import { plainSet } from './plain-set.js';
 import { isPlainObject } from './validate.js';
 import type { Filter, Update } from './types.js';
 
@@ -43,6 +44,8 @@ export function applyUpdate(document: Record<string, unknown>, update: Update): 
   for (const [operator, fields] of Object.entries(update)) {
     for (const path of Object.keys(fields)) assertApplicable(document, operator, path);
   }
+  const plain = plainSet(document, update);
+  if (plain !== undefined) return plain;
   try {
     return mingoUpdater().update(document, update).length > 0;
   } catch (error) {
