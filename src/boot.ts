@@ -2,8 +2,6 @@ import cluster from 'node:cluster';
 import type { LoadedConfig } from './config/load.js';
 import type { FleetplaneConfig } from './config/schema.js';
 import type { Server } from './server.js';
-import { bootPrimary } from './boot/primary.js';
-import { bootWorker } from './boot/worker.js';
 import { INTERNAL_ENV, type InitOptions } from './boot/options.js';
 
 /*
@@ -18,8 +16,10 @@ export { INTERNAL_ENV } from './boot/options.js';
  * Boots this process's part of the server. In the primary: resolve config, bind ports, fork workers (or serve
  * in-process with `workers: 0`). In a worker: take the resolved config from the primary and serve the app.
  */
-export function init(config: FleetplaneConfig | LoadedConfig | undefined, options: InitOptions): Promise<Server> {
+export async function init(config: FleetplaneConfig | LoadedConfig | undefined, options: InitOptions): Promise<Server> {
   const env = options.env ?? process.env;
   const forked = cluster.isWorker && env[INTERNAL_ENV.worker] !== undefined;
-  return forked ? bootWorker(env, options) : bootPrimary(config, options, env);
+  // Each process loads its own boot only: a worker holds none of the supervision (fleet, lifecycle, autoscaler).
+  if (forked) return (await import('./boot/worker.js')).bootWorker(env, options);
+  return (await import('./boot/primary.js')).bootPrimary(config, options, env);
 }

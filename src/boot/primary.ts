@@ -18,7 +18,6 @@ import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
 import { bindParentKeys, openAutomationAndManager } from './manager.js';
 import { resolveConnection } from '../manager/connection.js';
-import { openAutoscaler } from './autoscaler.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 
 /**
@@ -60,8 +59,9 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     handle: (method, handler) => ipc.envelopes.handle(method, handler),
   });
   const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
+  // Loaded only when enabled: a server that does not scale its cluster holds none of the autoscaler.
   const autoscaler = resolved.autoscaler.enabled
-    ? openAutoscaler({
+    ? (await import('./autoscaler.js')).openAutoscaler({
         config: resolved, serverId, log, db: data.db, platformOrganization: () => data.authorize.directory.platformOrganization(), manager: managed.manager,
         api: automation.providers, workflows: automation.workflow, request: (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs),
         handle: (method, handler) => ipc.envelopes.handle(method, handler), events, metrics: primary.metrics,

@@ -63,7 +63,9 @@ t.test('boot loop: a slot that never boots is quarantined while the others serve
   t.teardown(() => server.stop());
   const quarantined = await server.waitFor((event) => event.event === 'worker:quarantined', 30_000);
   t.equal(quarantined.workerId, 2);
-  t.equal(quarantined.consecutiveBootFailures, 2);
+  // Failures while no other worker serves count but do not quarantine (that is a crash loop for the breaker):
+  // how many come before worker 1 is ready depends on how fast each boots, so at least the threshold.
+  t.ok((quarantined.consecutiveBootFailures as number) >= 2, `quarantined after ${String(quarantined.consecutiveBootFailures)} consecutive boot failures`);
   const fleet = await server.command<{ quarantined: number; active: number; breaker: { count: number; tripped: boolean } }>('fleet');
   t.equal(fleet.quarantined, 1);
   t.equal(fleet.active, 1);
