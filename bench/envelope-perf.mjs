@@ -15,7 +15,7 @@
 // Run after `npm run build`. Writes bench/results/envelope-perf.json and .md; the .md keeps whatever follows
 // its ANALYSIS marker line. Environment: BENCH_DURATION_S (measured run, default 6), BENCH_RATE_SHARE (the
 // share of Fleetplane's sustained rate both sides are loaded at, default 0.85), BENCH_ROUTES (default
-// `workflow,api,crud`).
+// `workflow,api,crud`), BENCH_RUNS (runs of each side, alternating; medians are reported, default 3).
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -30,6 +30,7 @@ const ANALYSIS = '<!-- ANALYSIS: everything below this line is kept when the ben
 const settings = {
   durationS: Number(process.env.BENCH_DURATION_S ?? 6),
   rateShare: Number(process.env.BENCH_RATE_SHARE ?? 0.85),
+  runs: Number(process.env.BENCH_RUNS ?? 3),
   connections: 32,
   frequencyHz: 2000,
 };
@@ -247,6 +248,32 @@ async function measureSide(name, side, data, upstreamPort, rate) {
   }
 }
 
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+/** One side's runs as one: the median of each figure over the runs (an area missing from a run counts 0). */
+function medianRun(runs) {
+  const mapMedian = (maps) => {
+    const keys = [...new Set(maps.flatMap((map) => Object.keys(map)))];
+    return Object.fromEntries(keys.map((key) => [key, round2(median(maps.map((map) => map[key] ?? 0)))]));
+  };
+  const own = mapMedian(runs.map((run) => Object.fromEntries(run.ownLeaves.map((leaf) => [leaf.function, leaf.usPerRequest]))));
+  return {
+    rate: runs[0].rate,
+    sustainedRequestsPerSecond: Math.round(median(runs.map((run) => run.sustainedRequestsPerSecond))),
+    requests: runs.reduce((sum, run) => sum + run.requests, 0),
+    samples: runs.reduce((sum, run) => sum + run.samples, 0),
+    cpuUsPerRequest: round2(median(runs.map((run) => run.cpuUsPerRequest))),
+    cpuUsPerRequestRuns: runs.map((run) => run.cpuUsPerRequest),
+    systemUsPerRequest: round2(median(runs.map((run) => run.systemUsPerRequest))),
+    areas: mapMedian(runs.map((run) => run.areas)),
+    nodeLeaves: mapMedian(runs.map((run) => run.nodeLeaves)),
+    ownLeaves: Object.entries(own).sort((a, b) => b[1] - a[1]).map(([leaf, usPerRequest]) => ({ function: leaf, usPerRequest })),
+  };
+}
+
 function section(name, { candidate, baseline }) {
   const areas = [...new Set([...Object.keys(candidate.areas), ...Object.keys(baseline.areas)])]
     .map((area) => ({ area, candidate: candidate.areas[area] ?? 0, baseline: baseline.areas[area] ?? 0 }))
@@ -255,7 +282,7 @@ function section(name, { candidate, baseline }) {
   return [
     `## ${ROUTES[name].what} (baseline: ${ROUTES[name].bare})`,
     '',
-    `Both at ${candidate.rate} req/s (${Math.round(settings.rateShare * 100)} % of the ${candidate.sustainedRequestsPerSecond} req/s Fleetplane sustained here; the baseline sustained ${baseline.sustainedRequestsPerSecond}). Fleetplane: ${candidate.requests} requests, ${candidate.samples} samples, ${candidate.cpuUsPerRequest} µs/request of which kernel ${candidate.systemUsPerRequest}. Baseline: ${baseline.requests} requests, ${baseline.samples} samples, ${baseline.cpuUsPerRequest} µs/request of which kernel ${baseline.systemUsPerRequest}.`,
+    `Both at ${candidate.rate} req/s (${Math.round(settings.rateShare * 100)} % of what Fleetplane sustained in the first run; medians over the runs: Fleetplane sustained ${candidate.sustainedRequestsPerSecond} req/s, the baseline ${baseline.sustainedRequestsPerSecond}). Fleetplane: ${candidate.requests} requests, ${candidate.samples} samples, ${candidate.cpuUsPerRequest} µs/request (runs ${candidate.cpuUsPerRequestRuns.join(', ')}) of which kernel ${candidate.systemUsPerRequest}. Baseline: ${baseline.requests} requests, ${baseline.samples} samples, ${baseline.cpuUsPerRequest} µs/request (runs ${baseline.cpuUsPerRequestRuns.join(', ')}) of which kernel ${baseline.systemUsPerRequest}. Each row is the median of its runs, so the rows need not add up to the total exactly.`,
     '',
     '| where (innermost module frame, else what the process was doing) | Fleetplane µs/req | baseline µs/req | difference |',
     '|---|---:|---:|---:|',
@@ -290,10 +317,16 @@ try {
   const data = await seedEnvelopeData(dataDir, upstreamPort);
   const routes = {};
   for (const name of routeNames) {
-    console.error(`measuring ${name}`);
-    const candidate = await measureSide(name, 'candidate', data, upstreamPort);
-    const baseline = await measureSide(name, 'baseline', data, upstreamPort, candidate.rate);
-    routes[name] = { candidate, baseline };
+    const runs = { candidate: [], baseline: [] };
+    for (let run = 0; run < settings.runs; run += 1) {
+      console.error(`measuring ${name}, run ${run + 1}/${settings.runs}`);
+      // Every run of both sides at the rate the first run found, so that all of them compare.
+      const rate = runs.candidate[0]?.rate;
+      for (const side of run % 2 === 0 ? ['candidate', 'baseline'] : ['baseline', 'candidate']) {
+        runs[side].push(await measureSide(name, side, data, upstreamPort, side === 'baseline' ? (rate ?? runs.candidate[0]?.rate) : rate));
+      }
+    }
+    routes[name] = { candidate: medianRun(runs.candidate), baseline: medianRun(runs.baseline), runs };
   }
   await upstream.stop();
 
@@ -305,7 +338,7 @@ try {
   const md = [
     '# Envelope routes: every microsecond, kernel included',
     '',
-    `Single-process Fleetplane (\`workers: 0\`) and the bare baseline of bench/envelope.mjs, each pinned to CPU 1, loaded by autocannon pinned to CPU 0 (${settings.connections} keep-alive connections) at the same request rate, and sampled with \`perf record -g -F ${settings.frequencyHz}\` on the serving thread for ${settings.durationS} s; Node ${process.version}, ${environment.perf}. A sample is charged to the innermost frame of a module (a Fleetplane file under dist/ or a package), else to what Node, V8 or the kernel were doing; a share of the samples times the serving thread's CPU per request (from /proc) gives µs per request. Rows sorted by the difference. Produced by \`node bench/envelope-perf.mjs\`.`,
+    `Single-process Fleetplane (\`workers: 0\`) and the bare baseline of bench/envelope.mjs, each pinned to CPU 1, loaded by autocannon pinned to CPU 0 (${settings.connections} keep-alive connections) at the same request rate, and sampled with \`perf record -g -F ${settings.frequencyHz}\` on the serving thread for ${settings.durationS} s, ${settings.runs} runs of each side in alternation; Node ${process.version}, ${environment.perf}. A sample is charged to the innermost frame of a module (a Fleetplane file under dist/ or a package), else to what Node, V8 or the kernel were doing; a share of the samples times the serving thread's CPU per request (from /proc) gives µs per request. Rows sorted by the difference. Produced by \`node bench/envelope-perf.mjs\`.`,
     '',
     ...Object.entries(routes).map(([name, figures]) => section(name, figures)),
     analysis,
