@@ -23,7 +23,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Fixture, killAll } from './lib/procs.mjs';
-import { seedEnvelopeData } from './lib/envelope-data.mjs';
+import { ENVELOPE_ROUTES, seedEnvelopeData, startEnvelopeSide } from './lib/envelope-data.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const ANALYSIS = '<!-- ANALYSIS: everything below this line is kept when the benchmark rewrites the file -->';
@@ -34,11 +34,7 @@ const settings = {
   connections: 32,
   frequencyHz: 2000,
 };
-const ROUTES = {
-  workflow: { path: '/workflows/echo', barePath: '/echo', what: '`POST /workflows/echo`', bare: 'bare Fastify POST echo' },
-  api: { path: '/api', barePath: '/proxy', what: '`POST /api` → local upstream', bare: 'bare Fastify POST → undici → the same upstream' },
-  crud: { path: '/crud', barePath: '/read', what: '`POST /crud` `object.read` by `_id`', bare: 'bare Fastify POST → the same better-sqlite3 statement' },
-};
+const ROUTES = ENVELOPE_ROUTES;
 const routeNames = (process.env.BENCH_ROUTES ?? Object.keys(ROUTES).join(',')).split(',').filter(Boolean);
 for (const name of routeNames) if (!ROUTES[name]) throw new Error(`BENCH_ROUTES: unknown route "${name}" (known: ${Object.keys(ROUTES).join(', ')})`);
 
@@ -193,26 +189,10 @@ function attribute(script) {
 const frame0IsOwn = (frames, own) => frames.find((frame) => frame.symbol.startsWith('JS:')) === own;
 
 async function measureSide(name, side, data, upstreamPort, rate) {
-  const route = ROUTES[name];
-  const execArgv = ['--perf-basic-prof'];
-  const server =
-    side === 'candidate'
-      ? new Fixture('fleetplane.mjs', { BENCH_FP_CONFIG: JSON.stringify({ dataDir, workers: 0, http: { port: 0, host: '127.0.0.1' }, log: { level: 'warn', requests: false } }) }, { execArgv })
-      : new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'bare', BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: data.dbFile, BENCH_ORGANIZATION_ID: data.organizationId }, { execArgv });
+  const { server, pid, request } = await startEnvelopeSide(name, side, { data, dataDir, upstreamPort, execArgv: ['--perf-basic-prof'], connections: settings.connections });
   try {
-    const { port, pid } = await server.ready(60_000);
     perfMaps.add(`/tmp/perf-${pid}.map`);
     execFileSync('taskset', ['-a', '-p', '-c', '1', String(pid)], { stdio: 'ignore' });
-    const request = {
-      url: `http://127.0.0.1:${port}${side === 'candidate' ? route.path : route.barePath}`,
-      method: 'POST',
-      body: data.bodies[name],
-      headers: side === 'candidate' ? data.withKey : data.json,
-      connections: settings.connections,
-    };
-    const response = await fetch(request.url, { method: 'POST', body: request.body, headers: request.headers });
-    const reply = await response.json();
-    if (response.status !== 200 || !data.answers[name](reply)) throw new Error(`${request.url} answered ${response.status} ${JSON.stringify(reply).slice(0, 200)}`);
     const warm = await autocannon({ ...request, duration: 3 });
     const sustained = warm.requests.average;
     const overallRate = rate ?? Math.round(sustained * settings.rateShare);

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Fixture, cpuMs, killAll } from './lib/procs.mjs';
 import { analyzeProfile } from './lib/cpuprofile.mjs';
-import { seedEnvelopeData } from './lib/envelope-data.mjs';
+import { ENVELOPE_ROUTES, seedEnvelopeData, startEnvelopeSide } from './lib/envelope-data.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const ANALYSIS = '<!-- ANALYSIS: everything below this line is kept when the benchmark rewrites the file -->';
@@ -25,12 +25,7 @@ const settings = {
   connections: Number(process.env.BENCH_CONNECTIONS ?? 16),
   intervalUs: Number(process.env.BENCH_PROFILE_INTERVAL_US ?? 200),
 };
-// Each route with its baseline: bench/envelope.mjs in its bare role (bare Fastify, the same work without the envelope).
-const ROUTES = {
-  workflow: { path: '/workflows/echo', barePath: '/echo', what: '`POST /workflows/echo`', bare: 'bare Fastify POST echo' },
-  api: { path: '/api', barePath: '/proxy', what: '`POST /api` → local upstream', bare: 'bare Fastify POST → undici → the same upstream' },
-  crud: { path: '/crud', barePath: '/read', what: '`POST /crud` `object.read` by `_id`', bare: 'bare Fastify POST → the same better-sqlite3 statement' },
-};
+const ROUTES = ENVELOPE_ROUTES;
 
 const workDir = mkdtempSync(path.join(os.tmpdir(), 'fleetplane-bench-profile-'));
 const dataDir = path.join(workDir, 'data');
@@ -48,29 +43,10 @@ const round2 = (value) => Math.round(value * 100) / 100;
 
 /** Profiles `name` served by Fleetplane (`side: 'candidate'`) or by the bare baseline (`side: 'baseline'`). */
 async function profileRoute(name, side, data, upstreamPort) {
-  const route = ROUTES[name];
   const profileName = `${name}-${side}`;
   const execArgv = ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${profileName}.cpuprofile`, `--cpu-prof-interval=${settings.intervalUs}`];
-  const fleetplane =
-    side === 'candidate'
-      ? new Fixture('fleetplane.mjs', { BENCH_FP_CONFIG: JSON.stringify({ dataDir, workers: 0, http: { port: 0, host: '127.0.0.1' }, log: { level: 'warn', requests: false } }) }, { execArgv })
-      : new Fixture(
-          '../envelope.mjs',
-          { BENCH_ENVELOPE_ROLE: 'bare', BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: data.dbFile, BENCH_ORGANIZATION_ID: data.organizationId },
-          { execArgv },
-        );
+  const { server: fleetplane, pid, request } = await startEnvelopeSide(name, side, { data, dataDir, upstreamPort, execArgv, connections: settings.connections });
   try {
-    const { port, pid } = await fleetplane.ready(60_000);
-    const request = {
-      url: `http://127.0.0.1:${port}${side === 'candidate' ? route.path : route.barePath}`,
-      method: 'POST',
-      body: data.bodies[name],
-      headers: side === 'candidate' ? data.withKey : data.json,
-      connections: settings.connections,
-    };
-    const response = await fetch(request.url, { method: 'POST', body: request.body, headers: request.headers });
-    const reply = await response.json();
-    if (response.status !== 200 || !data.answers[name](reply)) throw new Error(`${request.url} answered ${response.status} ${JSON.stringify(reply).slice(0, 200)}`);
     await autocannon({ ...request, duration: settings.warmUpS });
     const cpuBefore = cpuMs(pid);
     const fromUs = nowUs();

@@ -53,3 +53,41 @@ export async function seedEnvelopeData(dataDir, upstreamPort) {
     },
   };
 }
+
+/** The routes the profiling benchmarks take, each with its baseline: bench/envelope.mjs in its bare role. */
+export const ENVELOPE_ROUTES = {
+  workflow: { path: '/workflows/echo', barePath: '/echo', what: '`POST /workflows/echo`', bare: 'bare Fastify POST echo' },
+  api: { path: '/api', barePath: '/proxy', what: '`POST /api` → local upstream', bare: 'bare Fastify POST → undici → the same upstream' },
+  crud: { path: '/crud', barePath: '/read', what: '`POST /crud` `object.read` by `_id`', bare: 'bare Fastify POST → the same better-sqlite3 statement' },
+};
+
+/**
+ * Starts one side of a route in its own process: a single-process Fleetplane (`workers: 0`, so the process
+ * that serves is the one measured) or the bare baseline, with `execArgv`. Answers the fixture, its port and
+ * pid, and the autocannon request, once one request got the answer it should.
+ */
+export async function startEnvelopeSide(name, side, { data, dataDir, upstreamPort, execArgv, connections }) {
+  const { Fixture } = await import('./procs.mjs');
+  const route = ENVELOPE_ROUTES[name];
+  const server =
+    side === 'candidate'
+      ? new Fixture('fleetplane.mjs', { BENCH_FP_CONFIG: JSON.stringify({ dataDir, workers: 0, http: { port: 0, host: '127.0.0.1' }, log: { level: 'warn', requests: false } }) }, { execArgv })
+      : new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'bare', BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: data.dbFile, BENCH_ORGANIZATION_ID: data.organizationId }, { execArgv });
+  try {
+    const { port, pid } = await server.ready(60_000);
+    const request = {
+      url: `http://127.0.0.1:${port}${side === 'candidate' ? route.path : route.barePath}`,
+      method: 'POST',
+      body: data.bodies[name],
+      headers: side === 'candidate' ? data.withKey : data.json,
+      connections,
+    };
+    const response = await fetch(request.url, { method: 'POST', body: request.body, headers: request.headers });
+    const reply = await response.json();
+    if (response.status !== 200 || !data.answers[name](reply)) throw new Error(`${request.url} answered ${response.status} ${JSON.stringify(reply).slice(0, 200)}`);
+    return { server, port, pid, request };
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
+}
