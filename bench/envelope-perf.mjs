@@ -15,7 +15,7 @@
 // Run after `npm run build`. Writes bench/results/envelope-perf.json and .md; the .md keeps whatever follows
 // its ANALYSIS marker line. Environment: BENCH_DURATION_S (measured run, default 6), BENCH_RATE_SHARE (the
 // share of Fleetplane's sustained rate both sides are loaded at, default 0.85), BENCH_ROUTES (default
-// `workflow,api,crud`), BENCH_RUNS (runs of each side, alternating; medians are reported, default 3).
+// `workflow,api,crud,healthz`; healthz is the probe bench/runtime's keep-alive figure loads), BENCH_RUNS (runs of each side, alternating; medians are reported, default 3).
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

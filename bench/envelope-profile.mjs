@@ -25,7 +25,7 @@ const settings = {
   connections: Number(process.env.BENCH_CONNECTIONS ?? 16),
   intervalUs: Number(process.env.BENCH_PROFILE_INTERVAL_US ?? 200),
 };
-const ROUTES = ENVELOPE_ROUTES;
+const ROUTES = { workflow: ENVELOPE_ROUTES.workflow, api: ENVELOPE_ROUTES.api, crud: ENVELOPE_ROUTES.crud };
 
 const workDir = mkdtempSync(path.join(os.tmpdir(), 'fleetplane-bench-profile-'));
 const dataDir = path.join(workDir, 'data');

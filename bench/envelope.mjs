@@ -62,6 +62,9 @@ async function bareRole() {
     return { status: response.statusCode, data };
   });
   // What /crud object.read by id does at its core: one prepared statement, the row parsed, the tenant checked.
+  // The probe bench/envelope-perf.mjs compares with Fleetplane's: the same route as bench/runtime's baseline.
+  const { addBareHealthz } = await import('./fixtures/bare-healthz.mjs');
+  addBareHealthz(app, { status: 'ready', server: 'bare', worker: 0 });
   app.post('/read', async (request, reply) => {
     const { collection, filter } = request.body;
     const text = documentById.get(collection, filter._id);

@@ -50,6 +50,7 @@ export async function seedEnvelopeData(dataDir, upstreamPort) {
       workflow: (reply) => reply.echo?.[0]?.id === 'bench',
       api: (reply) => reply.status === 201 && reply.data?.id === 'bench',
       crud: (reply) => reply.documents?.length === 1 && reply.documents[0]._id === itemId && reply.documents[0].name === 'bench',
+      healthz: (reply) => reply.status === 'ready' && typeof reply.server === 'string',
     },
   };
 }
@@ -59,6 +60,8 @@ export const ENVELOPE_ROUTES = {
   workflow: { path: '/workflows/echo', barePath: '/echo', what: '`POST /workflows/echo`', bare: 'bare Fastify POST echo' },
   api: { path: '/api', barePath: '/proxy', what: '`POST /api` → local upstream', bare: 'bare Fastify POST → undici → the same upstream' },
   crud: { path: '/crud', barePath: '/read', what: '`POST /crud` `object.read` by `_id`', bare: 'bare Fastify POST → the same better-sqlite3 statement' },
+  // Not an envelope route: the probe bench/runtime's keep-alive figure loads, against the same bare route.
+  healthz: { method: 'GET', path: '/healthz', barePath: '/healthz', what: '`GET /healthz`', bare: 'bare Fastify GET /healthz (bench/fixtures/bare-healthz.mjs)' },
 };
 
 /**
@@ -75,14 +78,14 @@ export async function startEnvelopeSide(name, side, { data, dataDir, upstreamPor
       : new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'bare', BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: data.dbFile, BENCH_ORGANIZATION_ID: data.organizationId }, { execArgv });
   try {
     const { port, pid } = await server.ready(60_000);
+    const method = route.method ?? 'POST';
     const request = {
       url: `http://127.0.0.1:${port}${side === 'candidate' ? route.path : route.barePath}`,
-      method: 'POST',
-      body: data.bodies[name],
-      headers: side === 'candidate' ? data.withKey : data.json,
+      method,
+      ...(method === 'POST' ? { body: data.bodies[name], headers: side === 'candidate' ? data.withKey : data.json } : {}),
       connections,
     };
-    const response = await fetch(request.url, { method: 'POST', body: request.body, headers: request.headers });
+    const response = await fetch(request.url, { method, body: request.body, headers: request.headers });
     const reply = await response.json();
     if (response.status !== 200 || !data.answers[name](reply)) throw new Error(`${request.url} answered ${response.status} ${JSON.stringify(reply).slice(0, 200)}`);
     return { server, port, pid, request };
