@@ -173,20 +173,18 @@ function attribute(script) {
     samples += 1;
     const area = areaOf(frames);
     areas.set(area, (areas.get(area) ?? 0) + 1);
+    // The innermost JS frame: Node's own or Fleetplane's function, charged with its time and the native code it called.
+    const innermost = frames.find((frame) => frame.symbol.startsWith('JS:'));
     if (area === NODE_CORE) {
-      const inner = frames.find((frame) => frame.symbol.startsWith('JS:')).symbol.replace(/^JS:[*^~]?/, '');
-      nodeLeaves.set(inner, (nodeLeaves.get(inner) ?? 0) + 1);
-    }
-    const own = frames.find((frame) => /\/dist\/.+\.js:\d+/.test(frame.symbol));
-    if (own && frame0IsOwn(frames, own)) {
-      const name = own.symbol.replace(/^JS:[*^~]?/, '').replace(/\S*\/dist\//, '');
+      const name = innermost.symbol.replace(/^JS:[*^~]?/, '');
+      nodeLeaves.set(name, (nodeLeaves.get(name) ?? 0) + 1);
+    } else if (innermost && /\/dist\/.+\.js:\d+/.test(innermost.symbol)) {
+      const name = innermost.symbol.replace(/^JS:[*^~]?/, '').replace(/\S*\/dist\//, '');
       ownLeaves.set(name, (ownLeaves.get(name) ?? 0) + 1);
     }
   }
   return { samples, areas, ownLeaves, nodeLeaves };
 }
-/** Whether Fleetplane's frame is the sample's innermost JS frame (its own time, and what it called natively). */
-const frame0IsOwn = (frames, own) => frames.find((frame) => frame.symbol.startsWith('JS:')) === own;
 
 async function measureSide(name, side, data, upstreamPort, rate) {
   const { server, pid, request } = await startEnvelopeSide(name, side, { data, dataDir, upstreamPort, execArgv: ['--perf-basic-prof'], connections: settings.connections });

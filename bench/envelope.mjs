@@ -173,8 +173,8 @@ async function runner() {
 
     // The same pairs again with both sides offered the same rate, a share of what Fleetplane sustained: at full
     // load the faster side also gets larger event-loop batches and finds its client awake more often (fewer
-    // wake-ups per answer), so part of the full-load gap follows from the slower side being slower. At one rate
-    // that part is gone and what remains is the work per request.
+    // wake-ups per answer), so part of the full-load gap could follow from the slower side being slower. At one
+    // rate that part is gone and what remains is the work per request.
     for (const [name, pair] of Object.entries(pairs)) {
       const rate = Math.round(median(samples[name].candidate.map((run) => run.requestsPerSecond)) * settings.sameRateShare);
       samples[name].sameRate = { rate, cpuRatio: [], baseline: [], candidate: [] };
@@ -241,7 +241,7 @@ ${row('crud', '`POST /crud` `object.read`, `filter: { _id }` (authorization, env
 Per-round throughput ratios: workflow ${figures.workflow.ratios.join(', ')}; api ${figures.api.ratios.join(', ')}; crud ${figures.crud.ratios.join(', ')}. Per-round CPU-efficiency ratios: workflow ${samples.workflow.cpuRatio.map(round2).join(', ')}; api ${samples.api.cpuRatio.map(round2).join(', ')}; crud ${samples.crud.cpuRatio.map(round2).join(', ')}. The CPU-efficiency ratio is baseline ÷ candidate server CPU time per request (the serving process only, user + system time read from /proc), which other load on the machine moves far less than throughput; the kernel (system) part is mostly socket reads and writes.
 
 
-Both sides at the same rate (${Math.round(settings.sameRateShare * 100)} % of what Fleetplane sustained above), ${settings.rounds} rounds alternating: at full load the faster side also gets larger event-loop batches and finds its client awake more often (fewer wake-ups per answer), so part of the full-load gap follows from the slower side being slower; at one rate what remains is the work per request. The goals are on the full-load ratio above.
+Both sides at the same rate (${Math.round(settings.sameRateShare * 100)} % of what Fleetplane sustained above), ${settings.rounds} rounds alternating: at full load the faster side also gets larger event-loop batches and finds its client awake more often (fewer wake-ups per answer), so part of the full-load gap could follow from the slower side being slower; at one rate that part is gone and what remains is the work per request. The goals are on the full-load ratio above.
 
 | pair | rate, req/s (both) | server CPU µs/req (baseline / candidate) | CPU-efficiency ratio at that rate | rounds |
 |---|---:|---:|---:|---|
