@@ -1,11 +1,9 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifySchema, RouteOptions } from 'fastify';
+import { packageFacts } from '../src/package.js';
 import { documentedResponses, type Responses } from './openapi-responses.js';
 import { DOCS_PAGE_REPLY, DUPLICATE_HEADER_REPLY, SWITCHING_PROTOCOLS_REPLY } from '../schemas/responses.js';
 
@@ -21,24 +19,6 @@ const TAGS = [
   { name: 'webhooks', description: 'Signed deliveries from outside services that start workflows' },
   { name: 'workflows', description: 'Runs of the organization’s workflows' },
 ];
-
-interface PackageFacts {
-  version: string;
-  license?: string;
-}
-
-/** The package's version and license, found from this file whether it runs from source or from dist/. */
-function packageFacts(): PackageFacts {
-  for (let dir = path.dirname(fileURLToPath(import.meta.url)); dir !== path.dirname(dir); dir = path.dirname(dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string; license?: string };
-      if (pkg.name === 'fleetplane' && pkg.version) return { version: pkg.version, license: pkg.license };
-    } catch {
-      // not here: go up
-    }
-  }
-  return { version: '0.0.0' };
-}
 
 type DeclaredSchema = FastifySchema & { hide?: boolean; params?: { properties?: Record<string, unknown> } };
 
@@ -90,7 +70,7 @@ const openapi: FastifyPluginAsync = async (app) => {
   const { config } = app.fleetplane;
   const metricsPublic = config.metrics.public;
   const securityOf = (url: string) => (url === '/metrics' && !metricsPublic ? BEARER : PUBLIC);
-  const { version, license } = packageFacts();
+  const { version, license } = packageFacts() ?? { version: '0.0.0' };
 
   await app.register(swagger, {
     openapi: {
