@@ -13,6 +13,7 @@ const BEARER = [{ bearer: [] }];
 const TAGS = [
   { name: 'api', description: "Calls to the organization's API providers: named endpoints of upstream HTTP services" },
   { name: 'control', description: 'Control envelopes to this server, its workers and its mesh peers, and the WebSocket that carries envelopes and events' },
+  { name: 'dashboard', description: 'The fleet dashboard: a page and its assets, shipped in the package' },
   { name: 'data', description: "Create, read, update and delete documents in the organization's collections" },
   { name: 'docs', description: 'This document and its interactive UI' },
   { name: 'probes', description: 'Liveness, readiness and Prometheus metrics for load balancers and monitoring' },
