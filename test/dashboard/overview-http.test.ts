@@ -1,5 +1,4 @@
 import t from 'tap';
-import http from 'node:http';
 import path from 'node:path';
 import WebSocket from 'ws';
 import { createKey } from '../../src/auth/keys.js';
@@ -9,20 +8,9 @@ import { dataDirWithTenants } from '../helpers/tenants.js';
 
 t.setTimeout(240_000);
 
-function post(port: number, body: unknown, options: { key?: string; host: string }): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const text = JSON.stringify(body);
-    const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), host: options.host };
-    if (options.key) headers.authorization = `Bearer ${options.key}`;
-    const req = http.request({ host: '127.0.0.1', port, path: '/control', method: 'POST', agent: false, headers }, (res) => {
-      let data = '';
-      res.on('data', (chunk) => (data += chunk));
-      res.on('end', () => resolve({ status: res.statusCode!, json: data ? JSON.parse(data) : undefined }));
-    });
-    req.setTimeout(20_000, () => req.destroy(new Error('timed out')));
-    req.on('error', reject);
-    req.end(text);
-  });
+async function post(port: number, body: unknown, options: { key?: string; host: string }): Promise<{ status: number; json: any }> {
+  const reply = await request(port, '/control', { body, ...options, timeoutMs: 20_000 });
+  return { status: reply.status, json: reply.json() };
 }
 
 function socket(port: number, host: string): Promise<{ ws: WebSocket; frames: any[] }> {
