@@ -12,21 +12,11 @@ export class ControlError extends Error {
 
 /** What a refused sign-in tells the operator: never anything about other organizations. */
 export function signInMessage(error) {
-  switch (error.code) {
-    case 'forbidden':
-    case 'platform_only':
-    case 'key_revoked':
-    case 'key_expired':
-      return 'Platform key required: this key is not a key of the organization that owns this server.';
-    case 'permission_denied':
-      return 'This platform key may not read the overview: it needs the overview.* permission (an admin key has it).';
-    case 'too_many_requests':
-      return `Too many failed sign-ins from this address. ${error.message}`;
-    case 'network':
-      return 'The server cannot be reached. Check that it is running and try again.';
-    default:
-      return `The server refused the sign-in: ${error.message}`;
-  }
+  if (error.code === 'permission_denied') return 'This platform key may not read the overview: it needs the overview.* permission (an admin key has it).';
+  if (error.code === 'too_many_requests') return `Too many failed sign-ins from this address. ${error.message}`;
+  if (error.code === 'network') return 'The server cannot be reached. Check that it is running and try again.';
+  if (error.status === 401 || error.status === 403) return `Platform key required: this key is not accepted here (${error.message}).`;
+  return `The server refused the sign-in: ${error.message}`;
 }
 
 export class ControlClient {
