@@ -142,7 +142,8 @@ const ws: FastifyPluginAsync = async (app) => {
           'Each frame is a JSON envelope, authorized like an HTTP one (the key from the upgrade\'s `Authorization` header or the ' +
           "envelope's `apikey`) and served as its HTTP route serves it: `object.*` as `/crud`, `workflow.<name>` as `/workflows/<name>`, " +
           'HTTP verbs with `api` as `/api`, anything else as `/control`. Answers are `{ id, ok, result | error }` with the frame\'s ' +
-          '`requestId`; events are `{ event, data }`, sent to sockets whose key grants `socket.subscribe`.',
+          '`requestId`; events are `{ event, data }`, sent to sockets whose key grants `socket.subscribe`. A platform key holding ' +
+          '`overview.subscribe` that sends that method receives the fleet\'s events as `overview.event` frames (the dashboard).',
         security: [{ bearer: [] }, {}],
         response: {
           403: errorReply(
