@@ -65,18 +65,20 @@ process.on('exit', stopServer);
 
 let key;
 let summary;
-for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(250)) {
+let lastError;
+server.once('exit', (code, signal) => (lastError = new Error(`the server exited (${code ?? signal})`)));
+for (const deadline = Date.now() + 120_000; Date.now() < deadline; await sleep(250)) {
   try {
     key ??= readFileSync(path.join(dataDir, 'admin.key'), 'utf8').match(/fpk_[A-Za-z0-9_.-]+/)?.[0];
     if (!key) continue;
     const reply = await post(port, key, { method: 'overview.server', master: true });
     summary = reply.replies?.[0]?.result;
     if (summary?.workers.active === 2) break;
-  } catch {
-    // not up yet
+  } catch (error) {
+    lastError = error;
   }
 }
-if (summary?.workers.active !== 2) throw new Error('the server did not come up with 2 workers');
+if (summary?.workers.active !== 2) throw new Error(`the server did not come up with 2 workers (${lastError?.message ?? JSON.stringify(summary?.workers)})`);
 const pids = [summary.pid, ...summary.processes.map((entry) => entry.pid)];
 const base = `http://localhost:${port}`;
 const target = settings.view === 'cluster' ? '#/cluster' : `#/server/${encodeURIComponent(summary.server)}`;

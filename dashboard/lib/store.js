@@ -41,7 +41,8 @@ export class DashboardStore {
     this.seen = new Set();
     this.historySince = { server: null, at: 0 };
     addEventListener('hashchange', () => {
-      this.set({ route: routeOf(location.hash) });
+      // A notice is about the view it was given on.
+      this.set({ route: routeOf(location.hash), notice: null });
       this.refreshSoon();
     });
   }
