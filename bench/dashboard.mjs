@@ -6,8 +6,9 @@
 // server view, with its sparklines; `cluster` is the other polled view). Per phase:
 // - CPU of the server's processes (primary and workers), user + system from /proc/<pid>/stat, as % of one core;
 //   the dashboard's cost is the phase minus the baseline, and per page that divided by the pages open;
-// - bytes per second per page, both ways, counted by the browser (HTTP bodies and headers as encoded on the
-//   wire, WebSocket frames), and requests per second per page.
+// - bytes per second per page, counted by the browser: received as encoded on the wire (HTTP headers and
+//   bodies, WebSocket frames); sent as request bodies and WebSocket frames plus an estimated 400 B of headers
+//   per request (the browser does not report what it sent on the wire); and requests per second per page.
 // Goal: one open dashboard costs the node < 1 % of a core.
 // Run after `npm run build`: `node bench/dashboard.mjs` (BENCH_SECONDS=5 for a quick check). Writes
 // bench/results/dashboard.json and .md.
@@ -98,6 +99,7 @@ async function openPage() {
   await cdp.send('Network.enable');
   cdp.on('Network.requestWillBeSent', (event) => {
     counters.requests += 1;
+    // Request headers: an estimate (method, path, host, authorization, content type, accept...).
     counters.sent += (event.request.postData?.length ?? 0) + 400;
   });
   cdp.on('Network.loadingFinished', (event) => (counters.received += event.encodedDataLength));
