@@ -14,6 +14,8 @@ COPY routes ./routes
 COPY plugins ./plugins
 COPY schemas ./schemas
 COPY cli ./cli
+# The dashboard's page, scripts and styles, served as they are (no build step).
+COPY dashboard ./dashboard
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: compiled JavaScript only, as the unprivileged `node` user.
@@ -25,6 +27,7 @@ WORKDIR /app
 COPY --from=build --chown=root:root /app/package.json ./package.json
 COPY --from=build --chown=root:root /app/node_modules ./node_modules
 COPY --from=build --chown=root:root /app/dist ./dist
+COPY --from=build --chown=root:root /app/dashboard ./dashboard
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

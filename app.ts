@@ -24,7 +24,7 @@ export interface BuildAppOptions {
   logger?: Logger | false;
   /** Trusted routes of an embedding application, registered last. */
   extend?: FastifyPluginAsync;
-  /** `control`: only what the primary serves itself in fallback (`POST /control`, `GET /metrics`). */
+  /** `control`: only what the primary serves itself in fallback (`POST /control`, `GET /metrics`, the dashboard). */
   surface?: 'full' | 'control';
 }
 
@@ -88,6 +88,7 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
   if (options.surface === 'control') {
     await app.register(control);
     await app.register(metrics);
+    await app.register((await import('./routes/dashboard.js')).default);
   } else {
     const { openapi, shed, staticFiles, routes } = await fullSurface();
     await app.register(openapi);
@@ -107,7 +108,7 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
  * that surface is built: a primary builds the control surface alone and never holds their code.
  */
 async function fullSurface() {
-  const [openapi, shed, staticFiles, health, ws, api, workflows, webhooks, crud, manager] = await Promise.all([
+  const [openapi, shed, staticFiles, health, ws, api, workflows, webhooks, crud, manager, dashboard] = await Promise.all([
     import('./plugins/openapi.js'),
     import('./plugins/shed.js'),
     import('./plugins/static.js'),
@@ -118,8 +119,9 @@ async function fullSurface() {
     import('./routes/webhooks.js'),
     import('./routes/crud.js'),
     import('./routes/manager.js'),
+    import('./routes/dashboard.js'),
   ]);
-  const routes = [health.default, metrics, control, ws.default, api.default, workflows.default, webhooks.default, crud.default, manager.default] as FastifyPluginAsync[];
+  const routes = [health.default, metrics, control, ws.default, api.default, workflows.default, webhooks.default, crud.default, manager.default, dashboard.default] as FastifyPluginAsync[];
   return { openapi: openapi.default, shed: shed.default, staticFiles: staticFiles.default, routes };
 }
 

@@ -1,11 +1,9 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifySchema, RouteOptions } from 'fastify';
+import { packageFacts } from '../src/package.js';
 import { documentedResponses, type Responses } from './openapi-responses.js';
 import { DOCS_PAGE_REPLY, DUPLICATE_HEADER_REPLY, SWITCHING_PROTOCOLS_REPLY } from '../schemas/responses.js';
 
@@ -15,30 +13,13 @@ const BEARER = [{ bearer: [] }];
 const TAGS = [
   { name: 'api', description: "Calls to the organization's API providers: named endpoints of upstream HTTP services" },
   { name: 'control', description: 'Control envelopes to this server, its workers and its mesh peers, and the WebSocket that carries envelopes and events' },
+  { name: 'dashboard', description: 'The fleet dashboard: a page and its assets, shipped in the package' },
   { name: 'data', description: "Create, read, update and delete documents in the organization's collections" },
   { name: 'docs', description: 'This document and its interactive UI' },
   { name: 'probes', description: 'Liveness, readiness and Prometheus metrics for load balancers and monitoring' },
   { name: 'webhooks', description: 'Signed deliveries from outside services that start workflows' },
   { name: 'workflows', description: 'Runs of the organization’s workflows' },
 ];
-
-interface PackageFacts {
-  version: string;
-  license?: string;
-}
-
-/** The package's version and license, found from this file whether it runs from source or from dist/. */
-function packageFacts(): PackageFacts {
-  for (let dir = path.dirname(fileURLToPath(import.meta.url)); dir !== path.dirname(dir); dir = path.dirname(dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string; license?: string };
-      if (pkg.name === 'fleetplane' && pkg.version) return { version: pkg.version, license: pkg.license };
-    } catch {
-      // not here: go up
-    }
-  }
-  return { version: '0.0.0' };
-}
 
 type DeclaredSchema = FastifySchema & { hide?: boolean; params?: { properties?: Record<string, unknown> } };
 
@@ -90,7 +71,7 @@ const openapi: FastifyPluginAsync = async (app) => {
   const { config } = app.fleetplane;
   const metricsPublic = config.metrics.public;
   const securityOf = (url: string) => (url === '/metrics' && !metricsPublic ? BEARER : PUBLIC);
-  const { version, license } = packageFacts();
+  const { version, license } = packageFacts() ?? { version: '0.0.0' };
 
   await app.register(swagger, {
     openapi: {

@@ -16,6 +16,7 @@ import { WorkflowError } from '../src/workflows/errors.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
 import { refused } from '../src/auth/authorize.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
+import { OVERVIEW_EMIT, OVERVIEW_EVENT, OVERVIEW_SUBSCRIBE, OverviewSubscribers } from '../src/overview/subscribers.js';
 
 const MAX_FRAME_BYTES = 1024 * 1024;
 /** Malformed frames tolerated per socket before it is closed with 1008 (policy violation). */
@@ -82,6 +83,9 @@ const ws: FastifyPluginAsync = async (app) => {
     for (const socket of sockets) send(socket, { event, data: payload ?? null });
     return { delivered: sockets.size };
   });
+  /** Platform sockets that asked for the fleet's events (`overview.subscribe`, a server-level method). */
+  const overviewSubscribers = new OverviewSubscribers();
+  server.handle?.(OVERVIEW_EMIT, (data) => overviewSubscribers.deliver(data));
 
   /** What the upgrade's own key was authorized for (`socket.subscribe`), when it was. */
   const upgradeGrants = new WeakMap<FastifyRequest, AuthorizedEnvelope>();
@@ -138,7 +142,8 @@ const ws: FastifyPluginAsync = async (app) => {
           'Each frame is a JSON envelope, authorized like an HTTP one (the key from the upgrade\'s `Authorization` header or the ' +
           "envelope's `apikey`) and served as its HTTP route serves it: `object.*` as `/crud`, `workflow.<name>` as `/workflows/<name>`, " +
           'HTTP verbs with `api` as `/api`, anything else as `/control`. Answers are `{ id, ok, result | error }` with the frame\'s ' +
-          '`requestId`; events are `{ event, data }`, sent to sockets whose key grants `socket.subscribe`.',
+          '`requestId`; events are `{ event, data }`, sent to sockets whose key grants `socket.subscribe`. A platform key holding ' +
+          '`overview.subscribe` that sends that method receives the fleet\'s events as `overview.event` frames (the dashboard).',
         security: [{ bearer: [] }, {}],
         response: {
           403: errorReply(
@@ -166,7 +171,9 @@ const ws: FastifyPluginAsync = async (app) => {
       // Events only for a socket whose upgrade key (or the organization's defaults) grants `socket.subscribe`;
       // a browser, which cannot set headers on a WebSocket, subscribes with a `socket.subscribe` frame instead.
       if (upgradeGrants.get(request)?.organization_id === organizationId) subscribe(organizationId, socket);
+      let leaveOverview: (() => void) | undefined;
       socket.on('close', () => {
+        leaveOverview?.();
         unsubscribe(organizationId, socket);
         sockets.delete(socket);
         if (sockets.size === 0) byOrganization.delete(organizationId);
@@ -192,6 +199,10 @@ const ws: FastifyPluginAsync = async (app) => {
           const authorized = await app.authorize.request(authorizationRequest(request), rest);
           if (authorized.method === 'socket.subscribe' && authorized.organization_id === organizationId) {
             subscribe(organizationId, socket);
+            return send(socket, { id, ok: true, result: { subscribed: true } });
+          }
+          if (authorized.method === OVERVIEW_SUBSCRIBE && authorized.organization_id === organizationId) {
+            leaveOverview ??= overviewSubscribers.add((data) => send(socket, { event: OVERVIEW_EVENT, data }));
             return send(socket, { id, ok: true, result: { subscribed: true } });
           }
           send(socket, { id, ok: true, result: await dispatch(authorized, rest.organization_id !== undefined, request.log) });

@@ -27,6 +27,8 @@ export interface AutoscalerBootDeps {
   handle: (method: string, handler: (data: unknown) => unknown) => void;
   events: Pick<ServerEmitter, 'on'>;
   metrics: Pick<PrimaryMetrics, 'autoscalerActions' | 'clusterSizeCurrent' | 'clusterSizeDesired'>;
+  /** Told of each action decided and each pause or resume (the server's event journal). */
+  notify?: (notice: { action: string; reason?: string }) => void;
 }
 
 type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown; servingSince?: unknown } };
@@ -185,7 +187,10 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     actions,
     log,
     metrics: {
-      action: (action, reason) => deps.metrics.autoscalerActions.inc({ action, reason }),
+      action: (action, reason) => {
+        deps.metrics.autoscalerActions.inc({ action, reason });
+        deps.notify?.({ action, reason });
+      },
       size: (current, desired) => {
         deps.metrics.clusterSizeCurrent.set(current);
         deps.metrics.clusterSizeDesired.set(desired);
@@ -194,7 +199,15 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   });
   deps.handle('autoscaler.signals', () => scaler.signals());
   deps.handle('autoscaler.status', () => scaler.status());
-  deps.handle('autoscaler.pause', () => scaler.pause());
-  deps.handle('autoscaler.resume', () => scaler.resume());
+  deps.handle('autoscaler.pause', async () => {
+    const status = await scaler.pause();
+    deps.notify?.({ action: 'paused' });
+    return status;
+  });
+  deps.handle('autoscaler.resume', async () => {
+    const status = await scaler.resume();
+    deps.notify?.({ action: 'resumed' });
+    return status;
+  });
   return scaler;
 }

@@ -63,7 +63,12 @@ function openState(deps: IpcDeps, channels?: PrimaryChannels): ServerState {
 }
 
 /** The primary's IPC router, state controls and organization map (SPEC 5, 3, 5.5). */
-export function primaryIpc(deps: IpcDeps, primary: PrimaryRuntime, channels: PrimaryChannels, local: WorkerRuntime | undefined): ProcessIpc & { router: IpcRouter } {
+export function primaryIpc(
+  deps: IpcDeps,
+  primary: PrimaryRuntime,
+  channels: PrimaryChannels,
+  local: WorkerRuntime | undefined,
+): ProcessIpc & { router: IpcRouter; presence: OrganizationTracker['describe'] } {
   const { identity, events, authorize } = deps;
   const { id, config, log } = identity;
   const handlers = new HandlerRegistry();
@@ -142,6 +147,7 @@ export function primaryIpc(deps: IpcDeps, primary: PrimaryRuntime, channels: Pri
   return {
     router,
     state,
+    presence: () => tracker.describe(),
     envelopes: {
       send: (envelope) => router.route(envelope, { wantReplies: false }).then(() => undefined),
       request: (envelope, timeoutMs) => router.route(envelope, { wantReplies: true, timeoutMs: timeoutMs ?? config.ipc.requestTimeoutMs }),

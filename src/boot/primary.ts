@@ -16,6 +16,7 @@ import { openKeyring, openServerData } from './data.js';
 import { primaryIpc } from './ipc.js';
 import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
+import { openPrimaryOverview, workerOverview } from './overview.js';
 import { bindParentKeys, openAutomationAndManager } from './manager.js';
 import { resolveConnection } from '../manager/connection.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
@@ -65,8 +66,14 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
         config: resolved, serverId, log, db: data.db, platformOrganization: () => data.authorize.directory.platformOrganization(), manager: managed.manager,
         api: automation.providers, workflows: automation.workflow, request: (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs),
         handle: (method, handler) => ipc.envelopes.handle(method, handler), events, metrics: primary.metrics,
+        notify: (notice) => events.emitSafe('autoscaler:action', notice),
       })
     : undefined;
+  openPrimaryOverview({
+    identity, events, primary, state: ipc.state, presence: ipc.presence, mesh: mesh.mesh, db: data.db, envelopes: ipc.envelopes,
+    platformOrganization: () => data.authorize.directory.platformOrganization(), ...(autoscaler ? { autoscaler } : {}),
+  });
+  if (local) workerOverview(ipc.envelopes.handle, local);
   const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository });
   for (const plugin of options.plugins ?? []) server.use(plugin);
 

@@ -7,6 +7,7 @@ import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
 import { workerIpc } from './ipc.js';
 import { workerMesh } from './mesh.js';
+import { workerOverview } from './overview.js';
 import { openAutomationAndManager } from './manager.js';
 import { INTERNAL_ENV, type InitOptions } from './options.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerBoot, type WorkerToPrimary } from '../runtime/messages.js';
@@ -31,6 +32,7 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
   const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
   const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, runtime);
+  workerOverview(ipc.envelopes.handle, runtime);
   const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager });
   runtime.onStopped(async () => {
     await managed.close();

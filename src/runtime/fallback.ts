@@ -16,10 +16,14 @@ export interface FallbackOptions {
   onAnswer?: (status: number) => void;
 }
 
-/** Whether the primary answers this request itself while no worker serves: `POST /control` and `GET /metrics`. */
+/**
+ * Whether the primary answers this request itself while no worker serves: `POST /control`, `GET /metrics`, and
+ * the dashboard (`GET /dashboard` and its assets), so an operator sees and steers a node whose workers all left.
+ */
 export function servedByPrimary(request: IncomingMessage): boolean {
   const path = request.url?.split('?')[0];
-  return (request.method === 'POST' && path === '/control') || (request.method === 'GET' && path === '/metrics');
+  if (request.method === 'POST') return path === '/control';
+  return request.method === 'GET' && (path === '/metrics' || path === '/dashboard' || path?.startsWith('/dashboard/assets/') === true);
 }
 
 /** What the fallback serves besides its own answers, known once the server is built. */

@@ -69,6 +69,13 @@ export class HttpMetrics {
     series.count += 1;
   }
 
+  /** Requests answered since the process started, every route together. */
+  get answered(): number {
+    let total = 0;
+    for (const series of this.allSeries()) total += series.count;
+    return total;
+  }
+
   private counterValues(): MetricValue[] {
     const values: MetricValue[] = [];
     for (const series of this.allSeries()) {

@@ -50,6 +50,15 @@ export class OrganizationTracker {
     return [...this.presence.keys()];
   }
 
+  /** Each active organization with the workers serving it and its open WebSockets here. */
+  describe(): Array<{ organization_id: string; workers: number[]; sockets: number }> {
+    return [...this.presence].map(([organization_id, entry]) => ({
+      organization_id,
+      workers: [...entry.workers].sort((a, b) => a - b),
+      sockets: [...entry.sockets.values()].reduce((sum, count) => sum + count, 0),
+    }));
+  }
+
   touch(organizationId: string, workerId: number): void {
     const entry = this.entry(organizationId);
     entry.workers.add(workerId);
