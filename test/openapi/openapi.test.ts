@@ -12,7 +12,7 @@ const COMMITTED = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..
 const text = await generateOpenApi();
 const document = JSON.parse(text) as OpenAPIV3_1.Document;
 
-/** SPEC 9.3's routes (the manager's aside) with the security each one takes. */
+/** SPEC 9.3's routes (the manager's aside) and the dashboard's, with the security each one takes. */
 const ROUTES: Array<[method: string, path: string, security: unknown[]]> = [
   ['post', '/api', [{ bearer: [] }]],
   ['post', '/api/{path}', [{ bearer: [] }]],
@@ -28,6 +28,8 @@ const ROUTES: Array<[method: string, path: string, security: unknown[]]> = [
   ['get', '/metrics', [{ bearer: [] }]],
   ['get', '/docs', []],
   ['get', '/openapi.json', []],
+  ['get', '/dashboard', []],
+  ['get', '/dashboard/assets/{version}/{path}', []],
 ];
 
 t.test('the generated document passes the OpenAPI validator', async (t) => {
