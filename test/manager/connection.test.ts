@@ -100,3 +100,11 @@ t.test('rotating the secrets key seals the stored manager key again; it still op
   const connection = await resolveConnection(managerConfig({}), new SealedStore(raw, after), 's1', { secrets: after });
   t.equal(connection.apiKey, KEY, 'hydrated with the new key only');
 });
+
+t.test("an unmanaged server's manager methods name what they lack: the manager's settings, the platform organization", async (t) => {
+  const manager = new Manager({ config: managerConfig({}), connection: { organization_id: null, host: null }, log: logger().log });
+  t.teardown(() => manager.close());
+  await t.rejects(manager.send({ method: 'object.update' }), { code: 'unmanaged', message: /manager\.organizationId, manager\.host and manager\.apiKey/ });
+  await t.rejects(manager.createServer({ cluster: { _id: 'c1', organization_id: 'p' } }), { code: 'unavailable', message: /no platform organization \(set server\.organization/ });
+  await t.rejects(manager.handle({ method: 'manager.createServer' } as never), { code: 'unavailable', message: /server\.organization/ });
+});
