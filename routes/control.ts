@@ -1,11 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ControlReply, ControlRequest } from '../schemas/control.js';
-import { asList } from '../src/ipc/envelope.js';
+import { IpcError, asList, withDataAlias } from '../src/ipc/envelope.js';
 import { assertHostControlAllowed } from '../src/state/host-control.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 
-const ROUTED_FIELDS = ['method', 'data', 'server', 'cluster', 'worker', 'master', 'broadcast', 'confirm', 'timeoutMs'] as const;
+const ROUTED_FIELDS = ['method', 'data', 'value', 'organizations', 'server', 'cluster', 'worker', 'master', 'broadcast', 'confirm', 'timeoutMs'] as const;
 
 /**
  * The envelope to route, from what was authorized. Organization scope is the caller's own organization:
@@ -17,6 +18,19 @@ export function controlEnvelope(authorized: AuthorizedEnvelope, requestedScope: 
   for (const field of ROUTED_FIELDS) if (authorized[field] !== undefined) envelope[field] = authorized[field];
   if (!authorized.user?.platform || requestedScope) envelope.organization_id = authorized.organization_id;
   return envelope;
+}
+
+/**
+ * Before authorization: `value` / `organizations` and `data` made one (SPEC 5.4), so a key's restriction on
+ * either field holds whichever the caller wrote; both given and different is a 400 naming the two.
+ */
+export function foldDataAlias(request: FastifyRequest, _reply: FastifyReply, done: (error?: IpcError) => void): void {
+  try {
+    request.body = withDataAlias(request.body as Record<string, unknown>);
+  } catch (error) {
+    return done(error as IpcError);
+  }
+  done();
 }
 
 /** `POST /control`: an authorized IPC envelope → `server.request()` → the replies of every target. */
@@ -33,7 +47,9 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
           'Routes the envelope to its targets — `server`, `cluster`, `worker`, `master`, `broadcast` — here and on mesh peers, ' +
           'and answers with the reply of each target that answered within `timeoutMs` and the list of those that did not. ' +
           "A tenant's key reaches only the workers serving its own organization. Served even when this node's workers take no " +
-          'traffic, so a node whose workers are all cordoned can be uncordoned.',
+          'traffic, so a node whose workers are all cordoned can be uncordoned. `cordon` and `drain` take `value: true|false` and ' +
+          '`shed` takes `organizations: [ids]|false`, as the design documents write them, or the same argument as `data` ' +
+          '(both given must agree). A method whose subsystem is off here answers `disabled`, naming the setting.',
         security: [{ bearer: [] }],
         body: ControlRequest,
         response: {
@@ -44,6 +60,10 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
             { code: 'invalid_request', message: 'wroker: unknown field' },
             { code: 'no_target', message: 'the envelope names no target (server, cluster, worker, master, broadcast or organization_id)' },
             { code: 'bad_request', message: 'confirm must be this server\'s id ("srv-a")' },
+            {
+              code: 'bad_request',
+              message: 'value and data disagree (value: true, data: false): value is the same as data for cordon; send one of them, or the same in both',
+            },
           ),
           403: errorReply(
             'The key is missing, unknown, revoked or expired, may not send this method, or asks for host control where it is disabled',
@@ -60,7 +80,7 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
           503: errorReply('The envelope could not be routed: the primary did not answer', { code: 'unavailable', message: 'internal error' }),
         },
       },
-      preHandler: app.authorizeEnvelope,
+      preHandler: [foldDataAlias, app.authorizeEnvelope],
     },
     async (request, reply) => {
       reply.header('cache-control', 'no-store');

@@ -5,8 +5,10 @@ import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors
 import { ManagerReply, ManagerRequest } from '../schemas/manager.js';
 import { METHOD_PREFIX, unknownMethod } from '../src/manager/commands.js';
 import { MANAGER_METHODS } from '../src/manager/envelope.js';
-import { ManagerError } from '../src/manager/errors.js';
+import { MANAGES_NO_FLEET, ManagerError } from '../src/manager/errors.js';
 import type { ManagerEnvelopeHandler } from '../src/manager/manager.js';
+import { isProviderRequest } from '../src/manager/provider-request.js';
+import { ApiError } from '../src/api/errors.js';
 
 export interface ManagerRouteOptions {
   /** Default: the server's `manager`. */
@@ -34,6 +36,8 @@ function checkMethod(request: FastifyRequest): ManagerError | undefined {
     fields.method = fromPath;
   }
   if (typeof fields.method !== 'string') return new ManagerError('invalid_envelope', 'method: is required', 400);
+  // A provider request is authorized on its own method (`post`...) with its api/endpoint/data restrictions, as on `/api`.
+  if (isProviderRequest(fields)) return undefined;
   if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return unknownMethod(fields.method.slice(0, 128));
   fields.method = METHOD_PREFIX + fields.method;
   return undefined;
@@ -41,7 +45,9 @@ function checkMethod(request: FastifyRequest): ManagerError | undefined {
 
 /** A provider's or the store's failure is logged here, with the method; the error handler answers it. */
 const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
-  if (error instanceof ManagerError && error.statusCode >= 500) request.log.warn({ method: request.envelope?.method, code: error.code }, 'manager request failed');
+  if ((error instanceof ManagerError || error instanceof ApiError) && error.statusCode >= 500) {
+    request.log.warn({ method: request.envelope?.method, api: request.envelope?.api, code: error.code }, 'manager request failed');
+  }
   done();
 };
 
@@ -56,6 +62,7 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
       { code: 'unknown_method', message: 'method: "object.read" is not a manager method (object.update, object.delete, createServer, terminateServer)' },
       { code: 'unknown_collection', message: 'collection: "keys" is not managed here (servers or clusters)' },
       { code: 'cloud_mismatch', message: 'deployment.cloud: "hetzner" is not the authorized api "local"' },
+      { code: 'unknown_api', message: 'no api "hetzner" in this organization' },
     ),
     403: errorReply(
       'The key is not a platform key, may not call this method, or names a cluster it cannot reach (unknown clusters answer the same)',
@@ -65,11 +72,16 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     ),
     404: errorReply('The cluster has no such server', { code: 'unknown_server', message: 'cluster 0190c0ffee0000c1a5 has no server 0190c0ffee0000b0b0' }),
     413: errorReply('The body is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
-    502: errorReply('The provider refused or answered without an instance id', { code: 'provider_failed', message: 'provider "hetzner" answered 422 to create' }),
-    503: errorReply('This server manages no fleet', { code: 'unavailable', message: 'this server manages no fleet' }),
+    502: errorReply(
+      'The provider refused or answered without an instance id, or a provider request\'s upstream failed',
+      { code: 'provider_failed', message: 'provider "hetzner" answered 422 to create' },
+      { code: 'upstream_failed', message: 'provider "hetzner" answered 500' },
+    ),
+    503: errorReply('This server manages no fleet', { code: 'unavailable', message: MANAGES_NO_FLEET }),
+    504: errorReply("A provider request's upstream did not answer within the provider timeout", { code: 'upstream_timeout', message: 'provider "hetzner" did not answer within 10000 ms' }),
   };
   const handler = async (request: FastifyRequest) => {
-    if (!service) throw new ManagerError('unavailable', 'this server manages no fleet', 503);
+    if (!service) throw new ManagerError('unavailable', MANAGES_NO_FLEET, 503);
     return service.handle(request.envelope!);
   };
   const common = { tags: ['manager'], security: [{ bearer: [] }], response: responses, body: ManagerRequest };
@@ -77,7 +89,10 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     'For a platform (parent) server: `object.update` / `object.delete` on `servers` and `clusters` in the platform scope, ' +
     '`createServer` (records in both inventories, then the provider; the new server has the startup timeout to confirm) and ' +
     '`terminateServer` (`terminating` first, then the provider; records removed after the cleanup delay). Keys need ' +
-    '`manager.<method>`; a key the manager gave a server reaches only that server\'s cluster.';
+    '`manager.<method>`; a key the manager gave a server reaches only that server\'s cluster. A provider request ' +
+    '`{ api, endpoint, method, data }` (method: an HTTP verb) takes the `/api` path in the platform scope, authorized on its ' +
+    "own method with the key's `api` / `endpoint` / `data` restrictions; a cloud named in `data` must be that `api`. " +
+    'It answers `{ status, data }`.';
   app.post(
     '/manager',
     { config: { envelope: true }, schema: { ...common, operationId: 'manage', summary: 'Manage the servers of tenant clusters', description }, preValidation: prepareEnvelope, preHandler: app.authorizeEnvelope, onError: logFailure },

@@ -3,7 +3,7 @@ import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
 import { AuthorizationError } from '../src/auth/errors.js';
 import { FleetplaneError, errorAnswer, type ErrorAnswer } from '../src/errors.js';
-import { IpcError } from '../src/ipc/envelope.js';
+import { DATA_ALIASES, IpcError, withDataAlias } from '../src/ipc/envelope.js';
 import { authorizationRequest } from '../plugins/authorize.js';
 import { websocketErrorHandler } from '../plugins/errors.js';
 import { errorReply } from '../schemas/errors.js';
@@ -196,7 +196,9 @@ const ws: FastifyPluginAsync = async (app) => {
         const { requestId, ...rest } = envelope;
         const id = typeof requestId === 'string' || typeof requestId === 'number' ? requestId : null;
         try {
-          const authorized = await app.authorize.request(authorizationRequest(request), rest);
+          // `value` / `organizations` and `data` made one before authorization, as on `/control`.
+          const folded = typeof rest.method === 'string' && Object.hasOwn(DATA_ALIASES, rest.method) ? withDataAlias(rest) : rest;
+          const authorized = await app.authorize.request(authorizationRequest(request), folded);
           if (authorized.method === 'socket.subscribe' && authorized.organization_id === organizationId) {
             subscribe(organizationId, socket);
             return send(socket, { id, ok: true, result: { subscribed: true } });

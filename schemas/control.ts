@@ -10,7 +10,12 @@ export const ControlRequest = Type.Object(
   {
     additionalProperties: false,
     $id: 'ControlRequest',
-    examples: [{ method: 'status', broadcast: true, master: true }, { method: 'cordon', worker: 2, data: true }],
+    examples: [
+      { method: 'cordon', server: 'srv-b', worker: 2, value: true },
+      { method: 'shed', server: 'srv-b', worker: 2, organizations: ['org_abc123'] },
+      { method: 'status', broadcast: true, master: true },
+      { method: 'cordon', worker: 2, data: true },
+    ],
   },
 );
 export type ControlRequest = Static<typeof ControlRequest>;

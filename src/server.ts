@@ -1,6 +1,6 @@
 import type { ResolvedConfig } from './config/schema.js';
 import type { Logger } from './logging/logger.js';
-import type { ServerEmitter, ServerEventArgs, ServerEventName, ServerEvents } from './runtime/events.js';
+import { EventSurface, type ServerEmitter } from './runtime/events.js';
 import type { ServerHost } from './runtime/host.js';
 import type { ClusterStorage } from './storage/index.js';
 import type { IpcHandler, RequestResult } from './ipc/handlers.js';
@@ -18,8 +18,6 @@ import { PluginHost, type Plugin } from './runtime/plugins.js';
 
 /** SPEC 1.4: `{ name, install(server, log, config), uninstall?(server) }`, installed in the primary only. */
 export type FleetplanePlugin = Plugin<Server>;
-
-type Listener<E extends ServerEventName> = (payload: ServerEvents[E]) => void;
 
 /** Who this process is within its server. */
 export interface ServerIdentity {
@@ -56,10 +54,11 @@ export interface ServerServices {
 
 /**
  * SPEC 2: the server object, in the primary and in every worker: a typed facade over this process's host
- * (primary or worker) and the services built by the boot code. Events of SPEC 1.7 are emitted on it in the
- * primary (supervision) and in workers (their own `status_change`).
+ * (primary or worker) and the services built by the boot code, and an `EventEmitter`. Events of SPEC 1.7 are
+ * emitted on it in the primary (supervision) and in workers (their own `status_change`); `cordon`, `drain` and
+ * `shed` in the primary and in the workers they were applied to.
  */
-export class Server {
+export class Server extends EventSurface {
   readonly id: string;
   readonly workerId: number;
   readonly config: ResolvedConfig;
@@ -95,10 +94,11 @@ export class Server {
   constructor(
     identity: ServerIdentity,
     /** The event source of SPEC 1.7, shared with the runtime that emits supervision events. */
-    private readonly events: ServerEmitter,
+    events: ServerEmitter,
     private readonly host: ServerHost,
     services: ServerServices,
   ) {
+    super(events);
     ({ id: this.id, workerId: this.workerId, config: this.config, log: this.log } = identity);
     this.isPrimary = host.isPrimary;
     ({ db: this.db, secrets: this.secrets, authorize: this.authorize, storage: this.storage, state: this.state } = services);
@@ -124,35 +124,6 @@ export class Server {
   /** Registers this process's handler of `method` (replaces an earlier one, built-ins included). */
   handle(method: string, handler: IpcHandler): void {
     this.envelopes.handle(method, handler);
-  }
-
-  on<E extends ServerEventName>(event: E, listener: Listener<E>): this;
-  on(event: string | symbol, listener: (...args: any[]) => void): this;
-  on(event: string | symbol, listener: (...args: any[]) => void): this {
-    this.events.on(event, listener);
-    return this;
-  }
-
-  once<E extends ServerEventName>(event: E, listener: Listener<E>): this;
-  once(event: string | symbol, listener: (...args: any[]) => void): this;
-  once(event: string | symbol, listener: (...args: any[]) => void): this {
-    this.events.once(event, listener);
-    return this;
-  }
-
-  off(event: string | symbol, listener: (...args: any[]) => void): this {
-    this.events.off(event, listener);
-    return this;
-  }
-
-  /** Emits like an EventEmitter: a throwing listener throws to the caller. */
-  emit(event: string | symbol, ...args: unknown[]): boolean {
-    return this.events.emit(event, ...args);
-  }
-
-  /** Emits to every listener; one that throws or rejects is logged and the others still run. */
-  emitSafe<E extends ServerEventName>(event: E, ...args: ServerEventArgs[E]): boolean {
-    return this.events.emitSafe(event, ...args);
   }
 
   /** The primary runtime (undefined in a forked worker). */

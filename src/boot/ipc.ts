@@ -43,7 +43,7 @@ export interface ProcessIpc {
 
 /** The state controls see the process through its host, plus the store that records the inventory. */
 function openState(deps: IpcDeps, channels?: PrimaryChannels): ServerState {
-  const { identity, host, db, authorize, manager } = deps;
+  const { identity, host, db, authorize, manager, events } = deps;
   return new ServerState(
     {
       id: identity.id,
@@ -57,6 +57,7 @@ function openState(deps: IpcDeps, channels?: PrimaryChannels): ServerState {
       db,
       authorize,
       manager,
+      events,
     },
     channels,
   );

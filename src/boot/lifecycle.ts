@@ -7,6 +7,7 @@ import { onFleetReady, type ReadinessSource } from '../lifecycle/startup-readine
 import { saveInventorySection } from '../mesh/inventory.js';
 import { registerReservationControl } from '../repositories/control.js';
 import type { SecretOpener } from '../secrets/keyring.js';
+import type { Manager, UploadCompletion } from '../manager/manager.js';
 
 export interface LifecycleBootDeps {
   config: ResolvedConfig;
@@ -24,6 +25,8 @@ export interface LifecycleBootDeps {
     onStopped(hook: () => void | Promise<void>): void;
   };
   handle(method: string, handler: (data: unknown) => unknown): void;
+  /** SPEC 14.3: the parent hears of each recorded initial upload once, when this node is managed. */
+  manager?: Pick<Manager, 'mirrorUploadCompletion'>;
 }
 
 /**
@@ -41,6 +44,7 @@ export async function openNodeLifecycle(deps: LifecycleBootDeps): Promise<NodeLi
     config, store: db, organizationId, serverId: deps.serverId, clusterId, secrets: deps.secrets,
     workflows: deps.automation.workflow, api: deps.automation.api, log: deps.log.child({ component: 'lifecycle' }),
     saveIdentity: async (identity) => void (await saveInventorySection(db, deps.serverId, clusterId, 'master', { ...identity }, organizationId)),
+    ...(deps.manager ? { mirror: (patch: UploadCompletion) => deps.manager!.mirrorUploadCompletion(patch) } : {}),
   });
   const inherited = await lifecycle.start();
   if (Object.keys(inherited).length > 0) primary.patchWorkerEnv(inherited);

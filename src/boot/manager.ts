@@ -1,7 +1,7 @@
 import type { Authorizer } from '../auth/authorize.js';
 import type { Store } from '../db/types.js';
 import { createManagerServices, type ManagerServices } from '../manager/compose.js';
-import type { ManagerConnection } from '../manager/connection.js';
+import { persistConnection, resolveConnection, type ManagerConnection } from '../manager/connection.js';
 import { LocalProvider } from '../manager/local-provider.js';
 import { bindIssuedKeys } from '../manager/server-keys.js';
 import { systemClock } from '../runtime/clock.js';
@@ -51,6 +51,7 @@ export async function openManager(identity: ServerIdentity, data: { db: Store; a
     store: data.db,
     platformOrganization: await data.authorize.directory.platformOrganization(),
     api: automation.providers,
+    apiHttp: (envelope, options) => automation.api.send(envelope, options),
     workflows: automation.workflow,
     log: identity.log.child({ component: 'manager' }),
     clock: systemClock,
@@ -72,4 +73,23 @@ export async function bindParentKeys(identity: ServerIdentity, data: { db: Store
   } catch (error) {
     log.warn({ reason: (error as Error).message }, 'binding server keys to their clusters failed');
   }
+}
+
+/**
+ * SPEC 13.1 in the primary's boot: the parent connection from config, else from this server's inventory record
+ * (the key sealed there); one warning when a manager is named without a usable key. A key config gave is kept
+ * in the record, sealed, for the next start; failing to keep it is a warning, not a failed start.
+ */
+export async function openManagerConnection(config: ServerIdentity['config'], serverId: string, data: { db: Store; authorize: Authorizer; secrets: SecretKeyring }, log: ServerIdentity['log']): Promise<ManagerConnection> {
+  const managerLog = log.child({ component: 'manager' });
+  const connection = await resolveConnection(config.manager, data.db, serverId, { secrets: data.secrets, log: managerLog });
+  if (connection.apiKey && config.manager.apiKey) {
+    try {
+      await persistConnection(data.db, serverId, await data.authorize.directory.platformOrganization(), connection, data.secrets);
+    } catch (error) {
+      // The code only: a store's message may quote what was written.
+      managerLog.warn({ code: (error as { code?: unknown }).code ?? 'error' }, "the manager's key could not be kept in this server's inventory record");
+    }
+  }
+  return connection;
 }

@@ -17,8 +17,7 @@ import { primaryIpc } from './ipc.js';
 import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
 import { openPrimaryOverview, workerOverview } from './overview.js';
-import { bindParentKeys, openAutomationAndManager } from './manager.js';
-import { resolveConnection } from '../manager/connection.js';
+import { bindParentKeys, openAutomationAndManager, openManagerConnection } from './manager.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 
 /**
@@ -42,7 +41,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   events.on('worker:ready', ({ workerId, pid }) => log.info({ targetWorker: workerId, pid }, 'worker ready'));
   const data = await openServerData(resolved, log, secrets, { sealAtStart: true });
   // Resolved once here: workers are handed it at fork and never look it up in the store themselves.
-  const managerConnection = await resolveConnection(resolved.manager, data.db, serverId);
+  const managerConnection = await openManagerConnection(resolved, serverId, data, log);
 
   const channels = new PrimaryChannels();
   const local = decision.count === 0 ? inProcessWorker(identity, events, channels) : undefined;
@@ -57,7 +56,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const lifecycle = await openNodeLifecycle({
     config: resolved, serverId, log, db: data.db, secrets, platformOrganization: () => data.authorize.directory.platformOrganization(),
     automation, events: { on: (event, listener) => events.on(event, listener), off: (event, listener) => events.off(event, listener) }, primary,
-    handle: (method, handler) => ipc.envelopes.handle(method, handler),
+    handle: (method, handler) => ipc.envelopes.handle(method, handler), manager: managed.manager,
   });
   const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
   // Loaded only when enabled: a server that does not scale its cluster holds none of the autoscaler.

@@ -13,6 +13,7 @@ const SECRET_FIELDS: Readonly<Record<string, readonly string[]>> = {
   apis: ['headers'],
   webhooks: ['verify.secret'],
   servers_config: ['key'],
+  servers: ['manager.apiKey'],
 };
 
 function paths(filter: Record<string, unknown>): string[] {
@@ -31,7 +32,7 @@ export function assertNoSecretPaths(collection: string, filter: Record<string, u
   }
 }
 
-/** A provider's header secrets, a webhook's verification secret and a node credential, shown as `[redacted]`. */
+/** A provider's header secrets, a webhook's verification secret, a node credential and a manager key, shown as `[redacted]`. */
 export function redactSecrets<T extends Record<string, unknown>>(collection: string, document: T): T {
   if (collection === 'apis' && isRecord(document.headers)) {
     const headers = Object.fromEntries(Object.entries(document.headers).map(([name, value]) => [name, isRecord(value) && 'secret' in value ? { secret: REDACTED } : value]));
@@ -41,5 +42,6 @@ export function redactSecrets<T extends Record<string, unknown>>(collection: str
     return { ...document, verify: { ...document.verify, secret: REDACTED } };
   }
   if (collection === 'servers_config' && typeof document.key === 'string') return { ...document, key: REDACTED };
+  if (collection === 'servers' && isRecord(document.manager) && 'apiKey' in document.manager) return { ...document, manager: { ...document.manager, apiKey: REDACTED } };
   return document;
 }

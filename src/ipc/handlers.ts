@@ -23,9 +23,19 @@ export interface RequestResult {
   missing: Array<{ server: string; worker?: number }>;
 }
 
+/**
+ * Why a method has no handler in this process: `disabled` (its subsystem is off here; the message names the
+ * setting) or `wrong_target` (another process of the server answers it).
+ */
+export interface AbsentMethod {
+  code: 'disabled' | 'wrong_target';
+  message: string;
+}
+
 /** Handlers of one process (`server.handle`). Unknown methods and failing handlers answer with an error. */
 export class HandlerRegistry {
   private readonly handlers = new Map<string, IpcHandler>();
+  private readonly absent = new Map<string, AbsentMethod>();
 
   handle(method: string, handler: IpcHandler): void {
     if (!/^[A-Za-z][A-Za-z0-9_.:-]*$/.test(method) || method.length > 128) throw new TypeError(`invalid method name "${method}"`);
@@ -36,10 +46,28 @@ export class HandlerRegistry {
     return this.handlers.has(method);
   }
 
+  /**
+   * What a method of `namespace` (`autoscaler` covers `autoscaler.status`) answers while no handler is
+   * registered for it: a subsystem that is off, or that runs in another process, is named instead of
+   * `unknown_method`. A handler registered for the method always wins.
+   */
+  explainAbsent(namespace: string, why: AbsentMethod): void {
+    this.absent.set(namespace, why);
+  }
+
+  private missing(method: string): ReplyError {
+    for (let candidate = method; ; candidate = candidate.slice(0, candidate.lastIndexOf('.'))) {
+      const why = this.absent.get(candidate);
+      if (why) return { code: why.code, message: `${method}: ${why.message}` };
+      if (!candidate.includes('.')) break;
+    }
+    return { code: 'unknown_method', message: `no handler for "${method}"` };
+  }
+
   /** Runs the handler and turns every outcome into a reply body; never throws. */
   async run(envelope: DeliveredEnvelope): Promise<{ ok: true; result: unknown } | { ok: false; error: ReplyError }> {
     const handler = this.handlers.get(envelope.method);
-    if (!handler) return { ok: false, error: { code: 'unknown_method', message: `no handler for "${envelope.method}"` } };
+    if (!handler) return { ok: false, error: this.missing(envelope.method) };
     try {
       const result = await handler(envelope.data, envelope);
       return { ok: true, result: result === undefined ? null : result };

@@ -16,7 +16,8 @@ export interface RoutingSettings {
 
 export interface RoutingDeps extends NodeScope {
   settings: RoutingSettings;
-  workflows: { run(name: string, input: unknown, context: { organization_id: string }): Promise<unknown> };
+  /** The workflow envelope's scope is the node's organization and host, as the design's example writes it. */
+  workflows: { run(name: string, input: unknown, context: { organization_id: string; host: string }): Promise<unknown> };
   api: { send(envelope: Record<string, unknown>): Promise<unknown> };
   log: Pick<LifecycleLog, 'info' | 'warn'>;
 }
@@ -64,6 +65,7 @@ export function removeRequestOf(result: unknown, workflow: string): RemoveReques
 export class RoutingHooks {
   #registration: Promise<void> | undefined;
   #remove: RemoveRequest | undefined;
+  #host: string | undefined;
 
   constructor(private readonly deps: RoutingDeps) {}
 
@@ -82,7 +84,8 @@ export class RoutingHooks {
         return;
       }
       const input = { server_id: deps.serverId, cluster_id: deps.clusterId, ip: identity.ip, host: identity.host, infrastructure: identity.infrastructure, location: identity.location };
-      const result = await deps.workflows.run(settings.workflow, input, { organization_id: deps.organizationId });
+      this.#host = identity.host;
+      const result = await deps.workflows.run(settings.workflow, input, { organization_id: deps.organizationId, host: identity.host });
       this.#remove = removeRequestOf(result, settings.workflow);
       if (this.#remove) deps.log.info({ workflow: settings.workflow, api: this.#remove.api, endpoint: this.#remove.endpoint }, 'node registered for routing');
       else deps.log.warn({ workflow: settings.workflow }, 'the routing workflow returned no remove request (api, endpoint, method); nothing will be withdrawn at shutdown');
@@ -112,7 +115,8 @@ export class RoutingHooks {
     this.#remove = undefined;
     if (!remove) return;
     try {
-      await abortable(deps.api.send({ organization_id: deps.organizationId, ...remove, data: { ...remove.data, reason } }), signal);
+      const scope = { organization_id: deps.organizationId, ...(this.#host ? { host: this.#host } : {}) };
+      await abortable(deps.api.send({ ...scope, ...remove, data: { ...remove.data, reason } }), signal);
       deps.log.info({ api: remove.api, endpoint: remove.endpoint, reason }, 'node withdrawn from routing');
     } catch (error) {
       deps.log.warn({ api: remove.api, endpoint: remove.endpoint, reason: (error as Error).message }, 'the routing removal failed');

@@ -5,6 +5,8 @@ import type { Collection, Document, Filter, Store, Update } from '../db/types.js
 import { MANAGER_COLLECTIONS, MANAGER_METHODS, type ManagerMethod } from './envelope.js';
 import { ManagerError, clusterRefused } from './errors.js';
 import type { ClusterRecord, Deployment, ManagedFleet } from './fleet.js';
+import type { ApiSend } from './provider-port.js';
+import { isProviderRequest, sendProviderRequest } from './provider-request.js';
 
 export const METHOD_PREFIX = 'manager.';
 
@@ -17,6 +19,8 @@ export interface ManagerCommandsDeps {
   fleet: Pick<ManagedFleet, 'createServer' | 'terminateServer' | 'statusPersisted'>;
   /** Disables a key the parent gave a server (its record was deleted). */
   revokeKey(keyId: string): Promise<void>;
+  /** The `/api` path (SPEC 10.3) that provider requests take; without it they answer 503. */
+  api?: ApiSend;
 }
 
 const touches = (path: string, field: string) => path === field || path.startsWith(`${field}.`);
@@ -36,8 +40,8 @@ function storeRefusal(error: unknown): unknown {
 }
 
 /**
- * SPEC 13.3: the authorized envelopes of `/manager`, in the parent (platform) scope. Only platform keys are
- * served. A key the parent issued to a server it created is bound to that server's cluster: it reaches that
+ * SPEC 13.3: the authorized envelopes of `/manager`, in the parent (platform) scope: the manager methods, and
+ * provider requests passed to the API dispatcher (`provider-request.ts`). Only platform keys are served. A key the parent issued to a server it created is bound to that server's cluster: it reaches that
  * cluster's documents only, and any other cluster reads as unknown. Nothing here calls `state.save`, so
  * nothing written here is mirrored onward (SPEC 13.2).
  */
@@ -46,9 +50,13 @@ export class ManagerCommands {
 
   async handle(envelope: AuthorizedEnvelope): Promise<Record<string, unknown>> {
     if (!envelope.user?.platform) throw new ManagerError('forbidden', 'the manager serves keys of the platform organization only', 403);
+    const scope = this.deps.store.forOrganization(envelope.organization_id);
+    if (isProviderRequest(envelope)) {
+      if (!this.deps.api) throw new ManagerError('unavailable', 'API providers are not available on this server', 503);
+      return sendProviderRequest(this.deps.api, envelope, await this.boundCluster(scope, envelope.user.key_id));
+    }
     const method = envelope.method.startsWith(METHOD_PREFIX) ? envelope.method.slice(METHOD_PREFIX.length) : envelope.method;
     if (!(MANAGER_METHODS as readonly string[]).includes(method)) throw unknownMethod(method);
-    const scope = this.deps.store.forOrganization(envelope.organization_id);
     const bound = await this.boundCluster(scope, envelope.user.key_id);
     try {
       switch (method as ManagerMethod) {
@@ -164,4 +172,4 @@ export class ManagerCommands {
 }
 
 export const unknownMethod = (method: string) =>
-  new ManagerError('unknown_method', `method: "${method}" is not a manager method (${MANAGER_METHODS.join(', ')})`, 400);
+  new ManagerError('unknown_method', `method: "${method}" is not a manager method (${MANAGER_METHODS.join(', ')}, or an HTTP verb with an api for a provider request)`, 400);

@@ -20,6 +20,8 @@ export interface ManagerServicesDeps {
   platformOrganization: string | null;
   /** `server.api.send` (SPEC 10.3) with the built-in providers in front. */
   api?: ApiSend;
+  /** `server.api.send` as `POST /api` serves it: where `/manager` provider requests go (default: `api`). */
+  apiHttp?: ApiSend;
   workflows?: WorkflowRunner;
   log: ManagerLog;
   clock: Clock;
@@ -63,7 +65,7 @@ export async function createManagerServices(deps: ManagerServicesDeps): Promise<
     startupTimeoutMs: config.manager.startupTimeoutMs,
     cleanupDelayMs: config.manager.cleanupDelayMs,
   });
-  const commands = new ManagerCommands({ store, fleet, revokeKey: keys.revoke });
+  const commands = new ManagerCommands({ store, fleet, revokeKey: keys.revoke, api: deps.apiHttp ?? api });
   const manager = new Manager({ config: config.manager, connection, log, fleet, commands });
   const activation = config.manager.activation ? new PlatformActivation({ store, platformOrganization, createServer: (input) => fleet.createServer(input), log }) : undefined;
   return {

@@ -29,7 +29,12 @@ export type ManagerErrorCode =
   | 'parent_timeout'
   | 'parent_abandoned'
   | 'unmanaged'
+  | 'unknown_api'
+  | 'unknown_endpoint'
   | 'unavailable';
 
 /** The one answer for an unknown cluster and another tenant's cluster: telling them apart would reveal it exists. */
 export const clusterRefused = () => new ManagerError('forbidden', 'this request is not authorized here', 403);
+
+/** What a server that manages no fleet answers on `/manager`, naming what it lacks. */
+export const MANAGES_NO_FLEET = 'this server manages no fleet: it has no platform organization (set server.organization, or run fleetplane init)';

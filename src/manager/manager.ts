@@ -4,11 +4,19 @@ import type { AuthorizedEnvelope } from '../auth/envelope.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import { managerUrl, type ManagerConnection } from './connection.js';
-import { ManagerError } from './errors.js';
+import { MANAGES_NO_FLEET, ManagerError } from './errors.js';
 import type { ManagerLog } from './log.js';
 import type { CreateServerInput, CreateServerResult, TerminateServerInput, TerminateServerResult } from './fleet.js';
 
 export type { ManagerLog } from './log.js';
+
+/** An initial upload recorded as completed: the cluster, the entry's URL and position, and when. */
+export interface UploadCompletion {
+  cluster_id: string;
+  url: string;
+  index: number;
+  completedAt: string;
+}
 
 /** The parent-side commands (`ManagedFleet`); a server that manages no fleet has none. */
 export interface FleetCommands {
@@ -67,9 +75,9 @@ export class Manager {
   constructor(options: ManagerOptions) {
     this.organization_id = options.connection.organization_id;
     this.host = options.connection.host;
-    const unavailable = () => Promise.reject(new ManagerError('unavailable', 'this server manages no fleet', 503));
+    const unavailable = () => Promise.reject(new ManagerError('unavailable', MANAGES_NO_FLEET, 503));
     Object.defineProperties(this, {
-      apiKey: hidden(options.config.apiKey),
+      apiKey: hidden(options.connection.apiKey ?? options.config.apiKey),
       config: hidden(options.config),
       dispatcher: { value: options.dispatcher, enumerable: false, writable: true },
       http: { get: () => (this.dispatcher ??= new (undici().Agent)({ keepAliveTimeout: 4_000, connections: 8 })), enumerable: false, configurable: false },
@@ -89,7 +97,7 @@ export class Manager {
 
   /** SPEC 13.3: an authorized `/manager` envelope, on a server that manages a fleet. */
   handle(envelope: AuthorizedEnvelope): Promise<Record<string, unknown>> {
-    if (!this.commands) return Promise.reject(new ManagerError('unavailable', 'this server manages no fleet', 503));
+    if (!this.commands) return Promise.reject(new ManagerError('unavailable', MANAGES_NO_FLEET, 503));
     return this.commands.handle(envelope);
   }
 
@@ -98,22 +106,43 @@ export class Manager {
    * for it; a failure is one warning, never retried or queued (the next save carries the newer state anyway).
    */
   mirrorSave(serverId: string, _clusterId: string, section: string, fields: Record<string, unknown>): void {
-    if (!this.managed) return;
     // Only the section: where the record belongs is the parent's to say (its copy was made with the cluster).
     const set: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(fields)) if (value !== undefined) set[`${section}.${name}`] = value;
+    const envelope = { method: 'object.update', collection: 'servers', filter: { _id: serverId }, update: { $set: set } };
+    this.mirror(envelope, { server: serverId, section }, 'mirroring an inventory save to the manager');
+  }
+
+  /**
+   * SPEC 14.3: an initial upload recorded as completed in the cluster document is patched into the parent's
+   * copy of that cluster once, as a save is mirrored. The entry is matched by position and URL, so a parent
+   * copy whose list differs there is left alone rather than marked at the wrong entry.
+   */
+  mirrorUploadCompletion(patch: UploadCompletion): void {
+    const at = `repositories.${patch.index}`;
+    const envelope = {
+      method: 'object.update',
+      collection: 'clusters',
+      filter: { _id: patch.cluster_id, [`${at}.url`]: patch.url },
+      update: { $set: { [`${at}.initialUpload.completed`]: true, [`${at}.initialUpload.completedAt`]: patch.completedAt } },
+    };
+    this.mirror(envelope, { cluster: patch.cluster_id, url: patch.url }, 'mirroring an initial upload completion to the manager');
+  }
+
+  /** One envelope to the parent, on the next turn and never awaited: a failure is one rate-limited warning. */
+  private mirror(envelope: Record<string, unknown>, details: Record<string, unknown>, what: string): void {
+    if (!this.managed) return;
     if (this.mirroring >= MAX_MIRRORS_IN_FLIGHT) {
-      this.failures.warn(this.log, { server: serverId, section, code: 'parent_busy', inFlight: this.mirroring }, 'mirroring an inventory save to the manager skipped: the manager has not answered the earlier ones');
+      this.failures.warn(this.log, { ...details, code: 'parent_busy', inFlight: this.mirroring }, `${what} skipped: the manager has not answered the earlier ones`);
       return;
     }
-    const envelope = { method: 'object.update', collection: 'servers', filter: { _id: serverId }, update: { $set: set } };
     this.mirroring++;
-    // Sent on the next turn: the save resolves first, and its caller never pays for the request either.
+    // Sent on the next turn: the caller's write resolves first, and its caller never pays for the request either.
     new Promise((resolve) => setImmediate(resolve))
       .then(() => this.sendToParent(envelope))
       .catch((error: unknown) => {
         const code = error instanceof ManagerError ? error.code : 'parent_failed';
-        this.failures.warn(this.log, { server: serverId, section, code, reason: error instanceof Error ? error.message : String(error) }, 'mirroring an inventory save to the manager failed');
+        this.failures.warn(this.log, { ...details, code, reason: error instanceof Error ? error.message : String(error) }, `${what} failed`);
       })
       .finally(() => this.mirroring--);
   }
@@ -123,7 +152,7 @@ export class Manager {
   }
 
   private async sendToParent(envelope: Record<string, unknown>, signal?: AbortSignal): Promise<unknown> {
-    if (!this.managed) throw new ManagerError('unmanaged', 'this server has no manager', 503);
+    if (!this.managed) throw new ManagerError('unmanaged', 'this server has no manager: set manager.organizationId, manager.host and manager.apiKey (or keep them in its inventory record)', 503);
     const body: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(envelope)) if (!CALLER_SCOPE.has(name)) body[name] = value;
     const url = managerUrl(this.host!);

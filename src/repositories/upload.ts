@@ -11,8 +11,11 @@ export interface InitialUploadDeps extends NodeScope {
   env: NodeJS.ProcessEnv;
   log: LifecycleLog;
   now?: () => Date;
-  /** Mirrors the completion patch to the parent manager, when one is configured; failures are logged. */
-  mirror?: (patch: { cluster_id: string; url: string; completedAt: string }) => Promise<void>;
+  /**
+   * Told once of each completion recorded in the cluster document, to mirror it to the parent manager when the
+   * node is managed (`Manager.mirrorUploadCompletion`: never awaited, its failure logged there).
+   */
+  mirror?: (patch: { cluster_id: string; url: string; index: number; completedAt: string }) => void;
 }
 
 type Outcome = 'completed' | 'failed' | 'reserved-elsewhere' | 'uncertain' | 'skipped';
@@ -89,28 +92,31 @@ export class InitialUpload {
       return 'failed';
     }
     const completedAt = this.now().toISOString();
-    if (!(await this.#recordCompletion(entry.url, completedAt))) {
+    const index = await this.#recordCompletion(entry.url, completedAt);
+    if (index === undefined) {
       deps.log.error({ url: entry.url }, 'the initial upload succeeded but its completion could not be recorded; the reservation is kept for reconciliation');
       return 'uncertain';
     }
     await releaseUpload(deps.store, key, deps.serverId);
     deps.log.info({ url: entry.url }, 'initial upload completed');
-    await deps.mirror?.({ cluster_id: deps.clusterId, url: entry.url, completedAt }).catch((error: unknown) => {
-      deps.log.warn({ url: entry.url, reason: (error as Error).message }, 'the upload completion could not be mirrored to the manager');
-    });
+    // The tenant cluster is the authority; the parent's copy hears of it once, as a saved section does.
+    deps.mirror?.({ cluster_id: deps.clusterId, url: entry.url, index, completedAt });
     return 'completed';
   }
 
-  /** Rereads the entry by URL (the list may have changed since startup) and marks it, guarded by its position. */
-  async #recordCompletion(url: string, completedAt: string): Promise<boolean> {
+  /**
+   * Rereads the entry by URL (the list may have changed since startup) and marks it, guarded by its position;
+   * answers that position, or undefined when nothing was marked.
+   */
+  async #recordCompletion(url: string, completedAt: string): Promise<number | undefined> {
     const { index } = await this.#entryIndex(url);
-    if (index < 0) return false;
+    if (index < 0) return undefined;
     const at = `repositories.${index}`;
     const { matchedCount } = await this.deps.store.collection('clusters').updateOne(
       { ...this.#clusterFilter(), [`${at}.url`]: url },
       { $set: { [`${at}.initialUpload.completed`]: true, [`${at}.initialUpload.completedAt`]: completedAt } },
     );
-    return matchedCount === 1;
+    return matchedCount === 1 ? index : undefined;
   }
 
   #clusterFilter() {

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { SafeEmitter, type AnyEvents } from '../events/safe-emitter.js';
 import type { WorkerStatus } from './status.js';
 import type { Logger } from '../logging/logger.js';
@@ -28,6 +29,12 @@ export interface ServerEvents {
   'organization.active': { organization_id: string };
   'organization.inactive': { organization_id: string };
   status_change: { worker?: number; oldStatus: WorkerStatus | string; newStatus: WorkerStatus | string };
+  /** SPEC 3.2: a cordon was applied to `worker`; in the primary once per worker, in that worker once. */
+  cordon: { value: boolean; worker: number };
+  /** SPEC 3.3: a drain was applied to `worker` (for `true`: its connections are gone or the drain timeout passed). */
+  drain: { value: boolean; worker: number };
+  /** SPEC 3.4: the organizations now shed, `false` once shedding ended; in the primary and in every worker. */
+  shed: { organizations: string[] | false };
 }
 
 export type ServerEventName = keyof ServerEvents;
@@ -41,4 +48,97 @@ export type ServerEmitter = SafeEmitter<ServerEventArgs & AnyEvents>;
 /** The server's event source: a listener that throws or rejects is logged, and the listeners after it still run. */
 export function serverEvents(log: Logger): ServerEmitter {
   return new SafeEmitter((event, error) => log.error({ err: error, event }, 'event listener failed'));
+}
+
+type Listener = (...args: any[]) => void;
+
+/**
+ * An `EventEmitter` (SPEC 2) whose listeners live on `events`, the emitter the runtime and the services emit
+ * on: every listener method is that emitter's, so `server.on`, `events.once(server, ...)` and the runtime's
+ * safe emits meet the same listeners.
+ */
+export class EventSurface extends EventEmitter {
+  constructor(protected readonly events: ServerEmitter) {
+    super();
+  }
+
+  override on<E extends ServerEventName>(event: E, listener: (payload: ServerEvents[E]) => void): this;
+  override on(event: string | symbol, listener: Listener): this;
+  override on(event: string | symbol, listener: Listener): this {
+    this.events.on(event, listener);
+    return this;
+  }
+
+  override addListener(event: string | symbol, listener: Listener): this {
+    return this.on(event, listener);
+  }
+
+  override prependListener(event: string | symbol, listener: Listener): this {
+    this.events.prependListener(event, listener);
+    return this;
+  }
+
+  override once<E extends ServerEventName>(event: E, listener: (payload: ServerEvents[E]) => void): this;
+  override once(event: string | symbol, listener: Listener): this;
+  override once(event: string | symbol, listener: Listener): this {
+    this.events.once(event, listener);
+    return this;
+  }
+
+  override prependOnceListener(event: string | symbol, listener: Listener): this {
+    this.events.prependOnceListener(event, listener);
+    return this;
+  }
+
+  override off<E extends ServerEventName>(event: E, listener: (payload: ServerEvents[E]) => void): this;
+  override off(event: string | symbol, listener: Listener): this;
+  override off(event: string | symbol, listener: Listener): this {
+    this.events.off(event, listener);
+    return this;
+  }
+
+  override removeListener(event: string | symbol, listener: Listener): this {
+    return this.off(event, listener);
+  }
+
+  override removeAllListeners(event?: string | symbol): this {
+    if (event === undefined) this.events.removeAllListeners();
+    else this.events.removeAllListeners(event);
+    return this;
+  }
+
+  /** Emits like an EventEmitter: a throwing listener throws to the caller (`emitSafe` does not). */
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
+    return this.events.emit(event, ...args);
+  }
+
+  /** Emits to every listener; one that throws or rejects is logged and the others still run. */
+  emitSafe<E extends ServerEventName>(event: E, ...args: ServerEventArgs[E]): boolean {
+    return this.events.emitSafe(event, ...args);
+  }
+
+  override listeners(event: string | symbol): Function[] {
+    return this.events.listeners(event);
+  }
+
+  override rawListeners(event: string | symbol): Function[] {
+    return this.events.rawListeners(event);
+  }
+
+  override listenerCount(event: string | symbol, listener?: Function): number {
+    return this.events.listenerCount(event, listener);
+  }
+
+  override eventNames(): Array<string | symbol> {
+    return this.events.eventNames();
+  }
+
+  override setMaxListeners(n: number): this {
+    this.events.setMaxListeners(n);
+    return this;
+  }
+
+  override getMaxListeners(): number {
+    return this.events.getMaxListeners();
+  }
 }

@@ -27,11 +27,11 @@ export type PrimaryToWorker =
 
 /**
  * What a worker is given at fork, over IPC: the resolved config and what the primary resolved from its store
- * at boot (the manager's connection fields, SPEC 13.1), so no worker repeats that lookup.
+ * at boot (the manager's connection fields and key, SPEC 13.1), so no worker repeats that lookup.
  */
 export interface WorkerBoot {
   config: ResolvedConfig;
-  manager: { organization_id: string | null; host: string | null };
+  manager: { organization_id: string | null; host: string | null; apiKey?: string };
 }
 
 /** A message of a named stream (storage, ipc envelopes...) that a subsystem registers on both sides. */

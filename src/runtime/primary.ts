@@ -300,14 +300,25 @@ export class PrimaryRuntime {
   async setWorkerState(action: 'cordon' | 'drain', value: boolean, worker?: number): Promise<unknown[]> {
     if (!value) this.grace.cancel();
     const local = this.options.local;
+    // Announced once applied (a cordon the readiness grace cancelled never was); the worker announces its own.
+    const applied = (slot: number) => this.options.events.emitSafe(action, { value, worker: slot });
     if (local) {
-      const apply = async () => [action === 'cordon' ? local.cordon(value) : await local.drain(value)];
+      const apply = async () => {
+        const result = [action === 'cordon' ? local.cordon(value) : await local.drain(value)];
+        applied(0);
+        return result;
+      };
       if (!value || local.status !== 'ready') return apply();
       return (await this.grace.hold(apply)) ?? [local.status];
     }
     const fleet = this.fleet!;
     const slots = worker === undefined ? [...new Set(fleet.records.filter((record) => !record.retiring).map((record) => record.slot))] : [worker];
-    const apply = async () => (await Promise.all(slots.map((slot) => fleet.setWorkerState(slot, action, value)))).flat();
+    const applyTo = async (slot: number) => {
+      const results = await fleet.setWorkerState(slot, action, value);
+      applied(slot);
+      return results;
+    };
+    const apply = async () => (await Promise.all(slots.map(applyTo))).flat();
     if (!value || !fleet.takesOutLast(slots)) return apply();
     return (await this.grace.hold(apply)) ?? fleet.records.filter((record) => slots.includes(record.slot)).map((record) => record.status);
   }

@@ -48,8 +48,9 @@ export class WorkerRuntime {
     private readonly post: (message: WorkerToPrimary) => void = (message) => process.send?.(message),
   ) {
     this.rpc = new RpcChannel((message) => this.post(message));
-    this.rpc.handle('worker.cordon', (params) => this.cordon(Boolean((params as { value?: unknown })?.value)));
-    this.rpc.handle('worker.drain', (params) => this.drain(Boolean((params as { value?: unknown })?.value)));
+    // The primary's cordon or drain of this worker, announced here once applied (the primary announces its own).
+    this.rpc.handle('worker.cordon', (params) => this.announced('cordon', params, (value) => this.cordon(value)));
+    this.rpc.handle('worker.drain', (params) => this.announced('drain', params, (value) => this.drain(value)));
     this.rpc.handle('worker.status', () => this.describe());
     this.rpc.handle('worker.metrics', () => this.metricsJson());
     this.registry = createWorkerRegistry({ worker: String(workerId) });
@@ -144,6 +145,13 @@ export class WorkerRuntime {
     if (this.config.health.heartbeatMs > 0) {
       this.stopHeartbeat = startHeartbeat(this.config.health.heartbeatMs, (beat) => this.post({ fp: 'health', ...beat }));
     }
+  }
+
+  private async announced<T>(action: 'cordon' | 'drain', params: unknown, apply: (value: boolean) => T | Promise<T>): Promise<T> {
+    const value = Boolean((params as { value?: unknown })?.value);
+    const result = await apply(value);
+    this.events.emitSafe(action, { value, worker: this.workerId });
+    return result;
   }
 
   /** SPEC 3.2: a cordoned worker gets no new connections; open ones keep being served. */

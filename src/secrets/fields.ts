@@ -6,13 +6,16 @@ import type { SecretOpener } from './keyring.js';
 
 /**
  * Where secrets are stored, per collection (`*`: any field name): a provider's `{ "secret": ... }` header
- * values (SPEC 10.1), a webhook's verification secret (SPEC 12.1) and the node credential (SPEC 14.2).
+ * values (SPEC 10.1), a webhook's verification secret (SPEC 12.1), the node credential (SPEC 14.2) and the
+ * manager's key of a managed server (SPEC 13.1).
  */
 const SECRET_PATHS: Readonly<Record<string, readonly string[]>> = {
   apis: ['headers', '*', 'secret'],
   webhooks: ['verify', 'secret'],
   // The node credential (SPEC 14.2): a `servers_config` record of type `key`.
   servers_config: ['key'],
+  // The parent's key a managed server sends with (SPEC 13.1), kept in its own inventory record.
+  servers: ['manager', 'apiKey'],
 };
 
 export const SECRET_COLLECTIONS: ReadonlySet<string> = new Set(Object.keys(SECRET_PATHS));

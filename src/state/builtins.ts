@@ -1,5 +1,5 @@
 import type { HandlerRegistry } from '../ipc/handlers.js';
-import { IpcError } from '../ipc/envelope.js';
+import { IpcError, flagOf } from '../ipc/envelope.js';
 import type { ServerState } from './state.js';
 import { StorageError, type ClusterStorage, type JsonValue } from '../storage/index.js';
 
@@ -12,17 +12,38 @@ interface BuiltinHost {
   describe(): { worker: number; pid: number; status: string; uptimeMs: number; connections: number };
 }
 
-/** `cordon` / `drain` take `true`, `false`, or `{ value }`; no argument means `true`. */
+/** `cordon` / `drain` take `true`, `false`, or `{ value }` (or `value` beside `data`); no argument means `true`. */
 function flag(data: unknown): boolean {
-  if (data === undefined || data === null) return true;
-  if (typeof data === 'boolean') return data;
-  const value = (data as { value?: unknown }).value;
-  if (typeof data === 'object' && (value === undefined || typeof value === 'boolean')) return value ?? true;
-  throw new IpcError('bad_request', 'data must be true, false or { "value": boolean }', 'data');
+  const value = flagOf(data);
+  if (value === undefined) throw new IpcError('bad_request', 'data must be true, false or { "value": boolean }', 'data');
+  return value;
+}
+
+const PRIMARY_ONLY = 'the primary answers it: address it with master: true (fleetplane ctl <method> --master)';
+
+/**
+ * Control methods whose subsystem may be off, with the setting that turns it on; in a worker, the methods the
+ * primary alone answers. A registered handler wins: these answer only where the subsystem is absent.
+ */
+function explainAbsentMethods(handlers: HandlerRegistry, isPrimary: boolean): void {
+  if (!isPrimary) {
+    for (const namespace of ['autoscaler', 'repository']) handlers.explainAbsent(namespace, { code: 'wrong_target', message: PRIMARY_ONLY });
+    return;
+  }
+  handlers.explainAbsent('autoscaler', {
+    code: 'disabled',
+    message: 'the autoscaler is off on this server (autoscaler.enabled is false): set autoscaler.enabled to true, or FLEETPLANE_AUTOSCALER_ENABLED=true, and restart it',
+  });
+  handlers.explainAbsent('repository', {
+    code: 'disabled',
+    message: 'this server has no platform organization, so no cluster repositories: set server.organization, or run fleetplane init, and restart it',
+  });
+  handlers.explainAbsent('socket', { code: 'wrong_target', message: 'the workers answer it, where the WebSockets are: address it with broadcast: true or organization_id' });
 }
 
 /** SPEC 5.4: the handlers every process answers. */
 export function registerBuiltins(handlers: HandlerRegistry, host: BuiltinHost): void {
+  explainAbsentMethods(handlers, host.isPrimary);
   handlers.handle('status', () => ({ server: host.id, ...host.describe(), rssBytes: process.memoryUsage.rss() }));
   handlers.handle('cordon', (data) => host.state.cordon(flag(data)));
   handlers.handle('drain', (data) => host.state.drain(flag(data)));

@@ -4,6 +4,7 @@ import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
 import type { PrimaryChannels, WorkerEndpoint } from '../runtime/channels.js';
 import type { ServerStatus, WorkerStatus } from '../runtime/status.js';
+import type { ServerEmitter } from '../runtime/events.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { Store } from '../db/types.js';
 import { saveInventorySection, type InventorySaveResult } from '../mesh/inventory.js';
@@ -34,6 +35,8 @@ interface StateHost {
   readonly db?: Store;
   /** Knows the platform organization, recorded in the inventory as the server's owner (SPEC 8.4). */
   readonly authorize?: { directory: { platformOrganization(): Promise<string | null> } };
+  /** Where `shed` is announced (SPEC 3.4): in the primary once applied, in a forked worker once received. */
+  readonly events?: Pick<ServerEmitter, 'emitSafe'>;
   /** SPEC 13.2: told of each section this process saved, to mirror it to the parent (never waited for). */
   readonly manager?: { mirrorSave(serverId: string, clusterId: string, section: string, fields: Record<string, unknown>): void };
 }
@@ -74,7 +77,11 @@ export class ServerState {
           this.replaceShed(shed.filter((id): id is string => typeof id === 'string'));
           synced();
         }
-        if (typeof seq === 'number') worker.sendChannel(STATE_CHANNEL, { ack: seq });
+        if (typeof seq !== 'number') return;
+        worker.sendChannel(STATE_CHANNEL, { ack: seq });
+        // A change (the first list is none): a forked worker tells its own listeners. In single-process mode
+        // the primary, the same process, announced it.
+        if (!channels) this.announceShed();
       });
       // Not ready (no connections) before it knows which organizations are shed.
       worker.beforeReady(() => firstList);
@@ -157,7 +164,13 @@ export class ServerState {
     this.replaceShed(organizations);
     this.host.log.info({ organizations }, organizations.length ? 'shedding organizations' : 'shedding ended');
     await this.pushShed(organizations);
+    this.announceShed();
     return organizations;
+  }
+
+  private announceShed(): void {
+    const organizations = [...this.shedOrganizations];
+    this.host.events?.emitSafe('shed', { organizations: organizations.length > 0 ? organizations : false });
   }
 
   private pushShed(organizations: string[]): Promise<void> {

@@ -49,7 +49,7 @@ t.test('boot to stop: identity, credential and checkout before workers, registra
   writeFileSync(path.join(checkout, 'notes.md'), 'written by the node\n');
   await lifecycle.withdraw('SIGTERM');
   await lifecycle.checkpoint('SIGTERM', 30_000);
-  t.same(calls.slice(1), [`send ${JSON.stringify({ organization_id: ORG, api: 'edge', endpoint: 'remove', method: 'post', data: { id: 'r-1', reason: 'SIGTERM' } })}`]);
+  t.same(calls.slice(1), [`send ${JSON.stringify({ organization_id: ORG, host: 'node-1.example.com', api: 'edge', endpoint: 'remove', method: 'post', data: { id: 'r-1', reason: 'SIGTERM' } })}`]);
   t.equal(gitSync(bare, 'show', 'main:notes.md'), 'written by the node');
   t.notMatch(log.text(), CREDENTIAL, 'the credential is in no log line');
 });

@@ -40,7 +40,7 @@ async function setup(t: Test, run: RoutingDeps['workflows']['run'], settings = {
   return { store, hooks, log, workflowCalls, sent, events };
 }
 
-t.test('readiness runs the routing workflow once with the node identity; repeated readiness shares it', async (t) => {
+t.test("readiness runs the routing workflow once with the node identity, its envelope scoped to the node's organization and host; repeated readiness shares it", async (t) => {
   const { hooks, workflowCalls } = await setup(t, async () => ({ 'configure-cluster-routing': [{ remove: REMOVE }] }));
   await Promise.all([hooks.register(identity), hooks.register(identity)]);
   await hooks.register(identity);
@@ -48,16 +48,16 @@ t.test('readiness runs the routing workflow once with the node identity; repeate
   t.same(workflowCalls[0], {
     name: 'configure-cluster-routing',
     input: { server_id: 'srv-7', cluster_id: 'blue', ip: identity.ip, host: identity.host, infrastructure: identity.infrastructure, location: identity.location },
-    context: { organization_id: ORG },
+    context: { organization_id: ORG, host: identity.host },
   });
 });
 
-t.test('a stop sends the prepared remove request once through api.send with the stop reason and the registration ids', async (t) => {
+t.test("a stop sends the prepared remove request once through api.send with the stop reason, the registration ids and the node's organization and host", async (t) => {
   const { hooks, sent } = await setup(t, async () => ({ 'configure-cluster-routing': [{ remove: REMOVE }] }));
   await hooks.register(identity);
   await hooks.withdraw('SIGTERM');
   await hooks.withdraw('SIGINT');
-  t.same(sent, [{ organization_id: ORG, api: 'edge', endpoint: 'deregister', method: 'post', data: { registration_ids: ['reg-1', 'reg-2'], reason: 'SIGTERM' } }]);
+  t.same(sent, [{ organization_id: ORG, host: identity.host, api: 'edge', endpoint: 'deregister', method: 'post', data: { registration_ids: ['reg-1', 'reg-2'], reason: 'SIGTERM' } }]);
 });
 
 t.test('a stop during a slow registration sends the removal after the registration finished', async (t) => {
