@@ -298,10 +298,13 @@ export class Autoscaler {
     }, this.deps.intervalMs);
   }
 
-  /** The sweep is a decision for the whole cluster too: only the lease holder runs it. */
+  /**
+   * The sweep is a decision for the whole cluster too: only the lease holder runs it, and never during its own
+   * scale-in, whose node still reads its `terminating` record before it stops.
+   */
   private scheduleSweep(): void {
     this.cancelSweep = this.deps.clock.setTimeout(() => {
-      const sweep = this.deps.lease.held() ? this.deps.actions.sweep() : Promise.resolve(0);
+      const sweep = this.deps.lease.held() && !this.acting ? this.deps.actions.sweep() : Promise.resolve(0);
       void sweep
         .then((deleted) => {
           if (deleted > 0) this.deps.log.info({ deleted }, 'autoscaler swept terminating records');

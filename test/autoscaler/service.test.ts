@@ -448,6 +448,33 @@ t.test('the sweep runs every sweep interval, the first one after a full interval
   t.equal(f.steps.filter((step) => step === 'sweep').length, 2, 'no sweep once stopped');
 });
 
+t.test('the sweep runs only on the lease holder, and never during its own scale-in (the node still reads its terminating record)', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const nodes: ClusterNode[] = [
+    { id: 'a', status: 'running', createdAt: 1 },
+    { id: 'b', status: 'running', createdAt: 2 },
+  ];
+  let release!: () => void;
+  const holder = fleet({ nodes, clock, cluster: 'shared-sweep', actions: { terminate: (id) => new Promise((resolve) => (release = resolve, void holder.steps.push(`terminate ${id}`))) } });
+  const other = fleet({ nodes, clock, serverId: 'b', cluster: 'shared-sweep' });
+  holder.scaler.start();
+  other.scaler.start();
+  t.teardown(() => Promise.all([holder.scaler.stop(), other.scaler.stop()]));
+  await run(holder, SWEEP);
+  t.equal(holder.steps.filter((step) => step === 'sweep').length, 1, 'the holder sweeps');
+  t.equal(other.steps.filter((step) => step === 'sweep').length, 0, 'the other server does not');
+  holder.load.cpu = 5;
+  holder.load.memory = 5;
+  await clock.advanceAsync(INTERVAL);
+  t.ok(holder.steps.includes('terminate b'), 'a scale-in is at its provider request');
+  await clock.advanceAsync(SWEEP);
+  t.equal(holder.steps.filter((step) => step === 'sweep').length, 1, 'no sweep while it runs');
+  release();
+  await holder.scaler.settled();
+  await run(holder, SWEEP);
+  t.equal(holder.steps.filter((step) => step === 'sweep').length, 2, 'the next one after it');
+});
+
 t.test('the autoscaler methods act on the server: platform keys only', async (t) => {
   for (const method of ['autoscaler.status', 'autoscaler.pause', 'autoscaler.resume', 'autoscaler.signals']) {
     t.match(tenantViolation({ method }), /only the platform organization may call it/, method);
