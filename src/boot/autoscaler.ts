@@ -36,6 +36,12 @@ export interface AutoscalerBootDeps {
 type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown; servingSince?: unknown } };
 type ClusterDocument = Document & { autoscaler?: unknown; initialDeployment?: { cloud?: unknown } };
 
+/**
+ * The decider lease lasts three intervals, and at least this long: a holder whose renewal is slowed by a busy host
+ * or store keeps it; a holder that stops gracefully releases it at once, so only a crashed one is waited out.
+ */
+const LEASE_MIN_TTL_MS = 5_000;
+
 const Samples = Type.Array(Type.Object({ at: Type.Number(), cpu: Type.Number(), memory: Type.Number() }), { maxItems: 3_600 });
 
 /** `starting`: created by a provider, not yet confirmed; it counts toward the size (SPEC 14.4). */
@@ -179,7 +185,7 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     store: db,
     name: `decider:${cluster}`,
     owner: serverId,
-    ttlMs: Math.max(3 * config.autoscaler.intervalMs, 1_000),
+    ttlMs: Math.max(3 * config.autoscaler.intervalMs, LEASE_MIN_TTL_MS),
     maxClockSkewMs: config.autoscaler.maxClockSkewMs,
     clock: systemClock,
   });

@@ -65,6 +65,7 @@ export function clusterServer(id: string, dbPath: string, meshSecret: string, ov
     ...FAST,
     log: { level: 'info' },
     workers: 1,
+    http: { port: 0, host: '127.0.0.1' },
     db: { path: dbPath },
     server: { id, cluster: 'default' },
     // A drained server's /readyz says 503 this long while it still serves: a light client's requests reach it.
