@@ -1,89 +1,9 @@
-import type { Clock } from '../runtime/clock.js';
-import { decide, type ClusterNode, type Decision, type Sample, type ScaleReason } from './decide.js';
-import { parsePolicy, PolicyError, type ScalePolicy } from './policy.js';
+import { ActionBackoff, WarningGate } from './backoff.js';
+import { decide, type Decision, type Sample } from './decide.js';
+import { parsePolicy, PolicyError, POLICY_DEFAULTS, type ScalePolicy } from './policy.js';
+import type { ActionRecord, AutoscalerDeps, AutoscalerStatus } from './ports.js';
 
-/**
- * What the autoscaler reads of the cluster (its servers and the `autoscaler` section of its document), and the
- * one thing it writes to that document: the pause, which is the cluster's, whichever server decides.
- */
-export interface InventoryReader {
-  nodes(): Promise<ClusterNode[]>;
-  /** The raw `autoscaler` section of the cluster document (undefined: the cluster is not autoscaled). */
-  policy(): Promise<unknown>;
-  /** Writes the policy's `paused`; throws when the cluster document has no `autoscaler` section. */
-  setPaused(paused: boolean): Promise<void>;
-  /** A confirmed `organization.inactive` of the cluster's own organization (SPEC 14.4 scale to zero). */
-  organizationInactive?(): boolean;
-}
-
-/**
- * The steps of an action, each one request. Scale-out goes through the manager's `createServer` when the
- * fleet is managed, else through the configured provider workflow; the service only orders the steps.
- */
-export interface ScaleActions {
-  scaleOut(reason: ScaleReason): Promise<void>;
-  /** Cordon, readiness off, connections end. False: the node is gone (no longer in the inventory, unreachable). */
-  drain(serverId: string): Promise<boolean>;
-  /** Takes a drained node back into service (an action cancelled before the provider request). */
-  undrain(serverId: string): Promise<void>;
-  setStatus(serverId: string, status: 'running' | 'terminating' | 'failed'): Promise<void>;
-  /** The provider request that removes the machine; `signal` gives up on its answer. */
-  terminate(serverId: string, signal?: AbortSignal): Promise<void>;
-  /** Stops the node's process through State. */
-  shutdown(serverId: string): Promise<void>;
-  /** Deletes this cluster's `terminating` records; returns how many. */
-  sweep(): Promise<number>;
-}
-
-export interface AutoscalerLog {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
-
-export interface AutoscalerMetrics {
-  action(action: 'scale-out' | 'scale-in', reason: string): void;
-  size(current: number, desired: number): void;
-}
-
-export interface AutoscalerDeps {
-  serverId: string;
-  clock: Clock;
-  intervalMs: number;
-  sweepIntervalMs: number;
-  /** This server's load (primary and workers), or undefined when no process could be read. */
-  sample(): Sample | undefined;
-  inventory: InventoryReader;
-  /** Peers' recent samples, asked over the mesh (`autoscaler.signals`); a peer that does not answer is left out. */
-  gather(serverIds: readonly string[]): Promise<Map<string, Sample[]>>;
-  actions: ScaleActions;
-  log: AutoscalerLog;
-  metrics?: AutoscalerMetrics;
-}
-
-export type Outcome = 'done' | 'failed' | 'cancelled';
-
-export interface ActionRecord {
-  action: 'scale-out' | 'scale-in';
-  reason: ScaleReason;
-  serverId?: string;
-  at: number;
-  outcome?: Outcome;
-  error?: string;
-}
-
-export interface AutoscalerStatus {
-  serverId: string;
-  /** The cluster's pause, as its document says now. */
-  paused: boolean;
-  /** Whether this server decides for the cluster (the lowest id among its running servers). */
-  deciding: boolean;
-  policy?: ScalePolicy;
-  lastDecision?: Decision;
-  lastAction?: ActionRecord;
-  samples: number;
-  /** Evaluations of the policy this server made since it started (it decides for the cluster). */
-  evaluations: number;
-}
+export type { ActionRecord, AutoscalerDeps, AutoscalerLog, AutoscalerMetrics, AutoscalerStatus, DeciderLease, InventoryReader, Outcome, ScaleActions } from './ports.js';
 
 /** Samples kept: enough for the longest window at one sample per second, bounded either way. */
 const MAX_SAMPLES = 3_600;
@@ -93,9 +13,13 @@ class Cancelled extends Error {}
 
 /**
  * SPEC 14.4: every `intervalMs`, samples this server and, on the cluster's deciding server only, gathers the
- * peers' samples, decides and runs the action. Actions run one at a time, beside the sampling; a scale-in is
- * drain-first and commits `terminating` before the provider request, so a crash in between leaves a record the
- * sweep removes rather than a serving node nobody knows about.
+ * peers' samples, decides and runs the action. The deciding server is the holder of the cluster's decider lease
+ * (a document in the store, `src/db/lease.ts`), whatever the mesh sees: two servers that cannot reach each other
+ * still share the store, and only one of them holds the lease. Before each action the holder records it in the
+ * lease (a fenced write): a holder that lost the lease does not act, and the next holder reads when the last
+ * action was, so the cooldown holds across hand-overs. Actions run one at a time, beside the sampling; a
+ * scale-in is drain-first and commits `terminating` before the provider request, so a crash in between leaves a
+ * record the sweep removes rather than a serving node nobody knows about.
  */
 export class Autoscaler {
   private samples: Sample[] = [];
@@ -104,6 +28,8 @@ export class Autoscaler {
   /** This server asked its provider to remove it (the last server of a cluster going to zero). */
   private terminatingSelf: AbortController | undefined;
   private deciding = false;
+  /** This server's own record says it is a confirmed running server: only such a server takes the lease. */
+  private eligible = false;
   private policy: ScalePolicy | undefined;
   private lastDecision: Decision | undefined;
   private lastAction: ActionRecord | undefined;
@@ -111,28 +37,47 @@ export class Autoscaler {
   private cancelAction: (() => void) | undefined;
   private cancelTick: (() => void) | undefined;
   private cancelSweep: (() => void) | undefined;
+  private stopKeeping: (() => void) | undefined;
+  private readonly backoff = new ActionBackoff();
+  private readonly warnings = new WarningGate();
 
-  constructor(private readonly deps: AutoscalerDeps) {}
+  constructor(private readonly deps: AutoscalerDeps) {
+    deps.lease.onLost(() => {
+      this.deciding = false;
+      // An action still before its provider request stops at once; one past it runs to its end.
+      this.cancelAction?.();
+      deps.log.info({}, 'autoscaler lost the decider lease: another server decides for the cluster');
+    });
+  }
 
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
     this.scheduleTick();
     this.scheduleSweep();
+    // Renewed on its own timer, so an evaluation waiting on its peers never lets the lease run out.
+    this.stopKeeping = this.deps.lease.keep({
+      eligible: () => !this.stopped && (this.eligible || this.acting !== undefined),
+      onError: (error) => this.warn(`lease: ${(error as Error).message}`, { err: error }, `autoscaler could not take or renew the decider lease: ${(error as Error).message}`),
+    });
   }
 
   /**
    * Stops the timers; an action still before its provider request is cancelled, one past it is waited for.
    * Except when this server asked its provider to remove it: the provider is what stops it, and may answer only
    * once this process has exited, so the request is given up rather than waited for until it times out.
+   * The lease is given up last: another server decides from then on without waiting for its expiry.
    */
   async stop(): Promise<void> {
     this.stopped = true;
     this.cancelTick?.();
     this.cancelSweep?.();
+    this.stopKeeping?.();
     this.cancelAction?.();
     if (this.terminatingSelf) this.terminatingSelf.abort();
     else await this.acting;
+    this.deciding = false;
+    await this.deps.lease.release().catch((error: unknown) => this.deps.log.warn({ err: error }, `autoscaler could not release the decider lease: ${(error as Error).message}`));
   }
 
   /** Pauses the cluster: written to its document, so it holds whichever server decides, and across restarts. */
@@ -148,13 +93,14 @@ export class Autoscaler {
     return this.status();
   }
 
-  /** This server's view, with the policy read now (a server that does not decide never reads it otherwise). */
+  /** This server's view, with the policy and the lease read now (a server that does not decide never reads them otherwise). */
   async status(): Promise<AutoscalerStatus> {
-    const policy = await this.readPolicy();
+    const [policy, lease] = await Promise.all([this.readPolicy(), this.deps.lease.read()]);
     return {
       serverId: this.deps.serverId,
       paused: policy?.paused ?? false,
-      deciding: this.deciding,
+      deciding: this.deciding && this.deps.lease.held(),
+      lease: lease ? { owner: lease.owner, term: lease.term, expiresAt: new Date(lease.expiresAt).toISOString() } : null,
       ...(policy ? { policy } : {}),
       ...(this.lastDecision ? { lastDecision: this.lastDecision } : {}),
       ...(this.lastAction ? { lastAction: { ...this.lastAction } } : {}),
@@ -168,7 +114,7 @@ export class Autoscaler {
     return [...this.samples];
   }
 
-  /** One evaluation: sample, then decide and act when this server decides for the cluster. */
+  /** One evaluation: sample, then decide and act when this server holds the cluster's decider lease. */
   async tick(): Promise<void> {
     const sample = this.deps.sample();
     if (sample) {
@@ -176,8 +122,8 @@ export class Autoscaler {
       if (this.samples.length > MAX_SAMPLES) this.samples.splice(0, this.samples.length - MAX_SAMPLES);
     }
     const nodes = await this.deps.inventory.nodes();
-    const running = nodes.filter((node) => node.status === 'running').map((node) => node.id).sort();
-    this.deciding = running[0] === this.deps.serverId;
+    this.eligible = nodes.some((node) => node.id === this.deps.serverId && node.status === 'running');
+    this.deciding = await this.holdLease();
     if (!this.deciding) return;
     const policy = await this.readPolicy();
     if (!policy) return;
@@ -187,22 +133,36 @@ export class Autoscaler {
     const peers = nodes.filter((node) => (node.status === 'running' || node.status === 'failed') && node.id !== this.deps.serverId).map((node) => node.id);
     const signals = peers.length > 0 ? await this.deps.gather(peers) : new Map<string, Sample[]>();
     signals.set(this.deps.serverId, this.signals());
-    const decision = decide({
+    const now = this.deps.clock.now();
+    const lastActionAt = this.lastActionAt();
+    let decision = decide({
       policy,
       nodes,
       signals,
-      now: this.deps.clock.now(),
+      now,
       deciding: this.deps.serverId,
       organizationInactive: this.deps.inventory.organizationInactive?.() ?? false,
-      ...(this.lastAction ? { lastActionAt: this.lastAction.at } : {}),
+      ...(lastActionAt !== undefined ? { lastActionAt } : {}),
     });
+    const retryAt = decision.action === 'none' ? undefined : this.backoff.retryAt(decision.action, policy.cooldownMs);
+    if (decision.action !== 'none' && retryAt !== undefined && now < retryAt) {
+      decision = { action: 'none', reason: `backing off after ${this.backoff.count(decision.action)} failed ${decision.action} attempts`, current: decision.current, desired: decision.desired };
+    }
     this.evaluations++;
     this.lastDecision = decision;
     this.deps.metrics?.size(decision.current, decision.desired);
     if (decision.action === 'none') return;
+    const record: ActionRecord = { action: decision.action, reason: decision.reason, at: now, ...(decision.action === 'scale-in' ? { serverId: decision.serverId } : {}) };
+    // The fenced write: only a server still holding the lease acts, and the next holder knows of this action.
+    if (!(await this.deps.lease.record({ lastActionAt: now, lastAction: { ...record, by: this.deps.serverId } }))) {
+      this.deciding = false;
+      this.deps.log.info({ decision }, `autoscaler did not ${decision.action}: it no longer holds the decider lease`);
+      return;
+    }
     this.deps.log.info({ decision }, `autoscaler decided ${decision.action} (${decision.reason})`);
     this.deps.metrics?.action(decision.action, decision.reason);
-    this.acting = this.act(decision).finally(() => {
+    this.lastAction = record;
+    this.acting = this.act(record, decision).finally(() => {
       this.acting = undefined;
       this.cancelAction = undefined;
     });
@@ -213,18 +173,37 @@ export class Autoscaler {
     await this.acting;
   }
 
-  private async act(decision: Exclude<Decision, { action: 'none' }>): Promise<void> {
-    const record: ActionRecord = { action: decision.action, reason: decision.reason, at: this.deps.clock.now(), ...(decision.action === 'scale-in' ? { serverId: decision.serverId } : {}) };
-    this.lastAction = record;
+  /** Takes or keeps the lease when this server may decide; gives it up when its own record says it may not. */
+  private async holdLease(): Promise<boolean> {
+    const { lease } = this.deps;
+    if (!this.eligible) {
+      if (lease.held() && !this.acting) await lease.release();
+      return false;
+    }
+    return lease.held() || lease.acquire();
+  }
+
+  /** The later of this server's last action and the one the lease records (another holder's, before a hand-over). */
+  private lastActionAt(): number | undefined {
+    const recorded = this.deps.lease.data().lastActionAt;
+    const candidates = [this.lastAction?.at, typeof recorded === 'number' && Number.isFinite(recorded) ? recorded : undefined].filter((at): at is number => at !== undefined);
+    return candidates.length > 0 ? Math.max(...candidates) : undefined;
+  }
+
+  private async act(record: ActionRecord, decision: Exclude<Decision, { action: 'none' }>): Promise<void> {
     try {
       if (decision.action === 'scale-out') await this.deps.actions.scaleOut(decision.reason);
       else await this.scaleIn(decision.serverId);
       record.outcome = 'done';
+      this.backoff.succeeded(record.action);
       this.deps.log.info({ action: record }, `autoscaler ${record.action} done`);
     } catch (error) {
       record.outcome = error instanceof Cancelled ? 'cancelled' : 'failed';
       record.error = (error as Error).message;
-      this.deps.log.warn({ action: record, err: error }, `autoscaler ${record.action} ${record.outcome}: ${record.error}`);
+      if (record.outcome === 'failed') this.backoff.failed(record.action, record.at);
+      const retryAt = this.backoff.retryAt(record.action, this.policy?.cooldownMs ?? POLICY_DEFAULTS.cooldownMs);
+      const fields = { action: record, err: error, ...(record.outcome === 'failed' && retryAt !== undefined ? { retryAt: new Date(retryAt).toISOString() } : {}) };
+      this.warn(`${record.action}: ${record.error}`, fields, `autoscaler ${record.action} ${record.outcome}: ${record.error}`);
     }
   }
 
@@ -302,24 +281,35 @@ export class Autoscaler {
     this.samples = first < 0 ? [] : this.samples.slice(first);
   }
 
+  /** A warning, once per distinct reason per cooldown; the repeats held back in between are counted in the next one. */
+  private warn(reason: string, fields: Record<string, unknown>, message: string): void {
+    const held = this.warnings.admit(reason, this.deps.clock.now(), this.policy?.cooldownMs ?? POLICY_DEFAULTS.cooldownMs);
+    if (held === undefined) return;
+    this.deps.log.warn(held > 0 ? { ...fields, repeated: held } : fields, message);
+  }
+
   private scheduleTick(): void {
     this.cancelTick = this.deps.clock.setTimeout(() => {
       void this.tick()
-        .catch((error: unknown) => this.deps.log.warn({ err: error }, `autoscaler evaluation failed: ${(error as Error).message}`))
+        .catch((error: unknown) => this.warn(`evaluation: ${(error as Error).message}`, { err: error }, `autoscaler evaluation failed: ${(error as Error).message}`))
         .finally(() => {
           if (!this.stopped) this.scheduleTick();
         });
     }, this.deps.intervalMs);
   }
 
+  /**
+   * The sweep is a decision for the whole cluster too: only the lease holder runs it, and never during its own
+   * scale-in, whose node still reads its `terminating` record before it stops.
+   */
   private scheduleSweep(): void {
     this.cancelSweep = this.deps.clock.setTimeout(() => {
-      void this.deps.actions
-        .sweep()
+      const sweep = this.deps.lease.held() && !this.acting ? this.deps.actions.sweep() : Promise.resolve(0);
+      void sweep
         .then((deleted) => {
           if (deleted > 0) this.deps.log.info({ deleted }, 'autoscaler swept terminating records');
         })
-        .catch((error: unknown) => this.deps.log.warn({ err: error }, `autoscaler sweep failed: ${(error as Error).message}`))
+        .catch((error: unknown) => this.warn(`sweep: ${(error as Error).message}`, { err: error }, `autoscaler sweep failed: ${(error as Error).message}`))
         .finally(() => {
           if (!this.stopped) this.scheduleSweep();
         });

@@ -1,9 +1,13 @@
 import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import type { ClusterNode, Sample } from '../autoscaler/decide.js';
+import { unmanagedProviderPath } from '../autoscaler/provider-path.js';
+import { REMOVAL_METHOD } from '../autoscaler/removal.js';
 import { Autoscaler, type ScaleActions } from '../autoscaler/service.js';
 import { ServerSampler } from '../autoscaler/signals.js';
 import type { ResolvedConfig } from '../config/schema.js';
+import { StoreLease } from '../db/lease.js';
+import { embeddedStorePath } from '../db/open.js';
 import type { Document, Store } from '../db/types.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { RequestResult } from '../ipc/handlers.js';
@@ -33,6 +37,12 @@ export interface AutoscalerBootDeps {
 
 type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown; servingSince?: unknown } };
 type ClusterDocument = Document & { autoscaler?: unknown; initialDeployment?: { cloud?: unknown } };
+
+/**
+ * The decider lease lasts three intervals, and at least this long: a holder whose renewal is slowed by a busy host
+ * or store keeps it; a holder that stops gracefully releases it at once, so only a crashed one is waited out.
+ */
+const LEASE_MIN_TTL_MS = 5_000;
 
 const Samples = Type.Array(Type.Object({ at: Type.Number(), cpu: Type.Number(), memory: Type.Number() }), { maxItems: 3_600 });
 
@@ -70,10 +80,12 @@ function node(record: ServerRecord): ClusterNode {
 }
 
 /**
- * SPEC 14.4 in the primary: the `Autoscaler` over this server's store, the envelope router (peers' signals,
- * drain and shutdown of a node, answered through the mesh) and the provider path: the parent's
- * `createServer` / `terminateServer` when the server is managed, else the platform's provider workflows.
- * Its envelope methods (`autoscaler.signals|status|pause|resume`) are platform-only server methods.
+ * SPEC 14.4 in the primary: the `Autoscaler` over this server's store and the cluster's decider lease in it, the
+ * envelope router (peers' signals, drain and removal of a node, answered through the mesh) and the provider
+ * path: the parent's `createServer` / `terminateServer` when the server is managed, else the platform's provider
+ * workflows or endpoints (`src/autoscaler/provider-path.ts`). Its envelope methods
+ * (`autoscaler.signals|status|pause|resume`) are platform-only server methods; `autoscaler.remove`, which every
+ * primary answers, is registered at boot whether the autoscaler runs or not (`src/autoscaler/removal.ts`).
  */
 export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   const { config, serverId, db, manager } = deps;
@@ -115,13 +127,15 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   };
   deps.events.on('organization.inactive', organizationChanged(true));
   deps.events.on('organization.active', organizationChanged(false));
-  const provider = providerPort({ api: deps.api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow });
-  const providerRequest = async (serverIdOf?: string) => {
-    const [platform, document] = await Promise.all([deps.platformOrganization(), clusterDocument()]);
-    const cloud = document?.initialDeployment?.cloud;
-    if (!platform || typeof cloud !== 'string') throw new Error(`cluster ${cluster} names no initialDeployment.cloud to ask a provider`);
-    return { organization_id: platform, cloud, data: { cluster_id: cluster, ...(serverIdOf ? { server_id: serverIdOf } : {}) } };
-  };
+  const provider = unmanagedProviderPath({
+    cluster,
+    servers,
+    provider: providerPort({ api: deps.api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow }),
+    platformOrganization: deps.platformOrganization,
+    clusterDocument,
+    startup: () => newServerStartup(config),
+    clock: systemClock,
+  });
   const onMaster = async (target: string, method: string, extra: Record<string, unknown> = {}, timeoutMs?: number) => {
     const result = await deps.request({ method, server: target, master: true, ...extra }, timeoutMs);
     const reply = result.replies.find((candidate) => candidate.server === target);
@@ -133,7 +147,7 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   const actions: ScaleActions = {
     scaleOut: async () => {
       if (manager.managed) await manager.send({ method: 'createServer', cluster });
-      else await provider.create(await providerRequest());
+      else log.info({ server: await provider.create() }, 'autoscaler asked the provider for a new server');
     },
     drain: async (target) => {
       // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
@@ -155,9 +169,12 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     },
     terminate: async (target, signal) => {
       if (manager.managed) await manager.send({ method: 'terminateServer', cluster, server_id: target }, signal ? { signal } : {});
-      else await provider.terminate(await providerRequest(target));
+      else await provider.terminate(target);
     },
-    shutdown: async (target) => void (await onMaster(target, 'shutdown', { confirm: target })),
+    // The removed node's Fleetplane server stops gracefully; gone already (the provider stopped it), nobody answers.
+    shutdown: async (target) => {
+      if (await onMaster(target, REMOVAL_METHOD, { confirm: target })) log.info({ server: target }, `autoscaler stopped ${target}`);
+    },
     sweep: async () => {
       const filter = { cluster_id: cluster, 'master.status': 'terminating' };
       if (manager.managed) await manager.send({ method: 'object.delete', collection: 'servers', filter });
@@ -165,9 +182,19 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     },
   };
 
+  // One decider per cluster, whatever each server's mesh sees (SPEC 14.4): renewed every third of its TTL.
+  const lease = new StoreLease({
+    store: db,
+    name: `decider:${cluster}`,
+    owner: serverId,
+    ttlMs: Math.max(3 * config.autoscaler.intervalMs, LEASE_MIN_TTL_MS),
+    maxClockSkewMs: config.autoscaler.maxClockSkewMs,
+    clock: systemClock,
+  });
   const scaler = new Autoscaler({
     serverId,
     clock: systemClock,
+    lease,
     intervalMs: config.autoscaler.intervalMs,
     sweepIntervalMs: config.autoscaler.sweepIntervalMs,
     sample: () => sampler.sample([process.pid, ...pids.values()]),
@@ -210,4 +237,19 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     return status;
   });
   return scaler;
+}
+
+/**
+ * What a server this one asks a provider for needs to join its cluster: the mesh secret, the store (the file's
+ * absolute path, or the MongoDB connection) and this server's autoscaler settings.
+ */
+function newServerStartup(config: ResolvedConfig): Record<string, unknown> {
+  const { url, database } = config.mongodb;
+  // Powering a host off is the operator's choice for each host, never handed on (it also needs host control there).
+  const { powerOffOnRemoval: _hostChoice, ...autoscaler } = config.autoscaler;
+  return {
+    ...(config.mesh.secret ? { mesh: { secret: config.mesh.secret } } : {}),
+    ...(url ? { mongodb: { url, ...(database ? { database } : {}) } } : { db: { path: embeddedStorePath(config) } }),
+    autoscaler,
+  };
 }

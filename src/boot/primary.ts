@@ -18,6 +18,7 @@ import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
 import { openPrimaryOverview, workerOverview } from './overview.js';
 import { bindParentKeys, openAutomationAndManager, openManagerConnection } from './manager.js';
+import { REMOVAL_METHOD, removalHandler } from '../autoscaler/removal.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 
 /**
@@ -59,6 +60,12 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     handle: (method, handler) => ipc.envelopes.handle(method, handler), manager: managed.manager,
   });
   const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
+  // A cluster's autoscaler removes this server gracefully whether this server runs the autoscaler or not.
+  const { autoscaler: scaling, lifecycle: hostSettings } = resolved;
+  ipc.envelopes.handle(REMOVAL_METHOD, removalHandler({
+    serverId, db: data.db, log: log.child({ component: 'autoscaler' }), stop: (reason) => primary.shutdown(reason), exit: (code) => process.exit(code),
+    powerOff: { enabled: scaling.powerOffOnRemoval && hostSettings.hostControl, command: hostSettings.shutdownCommand },
+  }));
   // Loaded only when enabled: a server that does not scale its cluster holds none of the autoscaler.
   const autoscaler = resolved.autoscaler.enabled
     ? (await import('./autoscaler.js')).openAutoscaler({

@@ -241,6 +241,9 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   if (Boolean(config.https.key) !== Boolean(config.https.cert)) {
     throw new ConfigError(config.https.key ? 'https.cert' : 'https.key', 'HTTPS needs both key and cert', file);
   }
+  if (config.autoscaler.powerOffOnRemoval && !config.lifecycle.hostControl) {
+    throw new ConfigError('autoscaler.powerOffOnRemoval', 'needs lifecycle.hostControl: true (the power-off runs lifecycle.shutdownCommand)', sources.get('autoscaler.powerOffOnRemoval') ?? file);
+  }
   if (config.manager.localConfig) assertLocalConfig(config.manager.localConfig, sources.get('manager.localConfig') ?? file);
   config.dataDir = path.resolve(cwd, config.dataDir);
   return { config, file, warnings };

@@ -263,6 +263,16 @@ export const ConfigSchema = Type.Object(
         enabled: Type.Boolean({ default: false, description: "Run the autoscaler of this server's cluster (its policy: the cluster document's autoscaler section)" }),
         intervalMs: Type.Integer({ minimum: 100, default: 10_000, description: 'How often the autoscaler samples this server and, on the deciding server, evaluates the policy' }),
         sweepIntervalMs: Type.Integer({ minimum: 1_000, default: 600_000, description: "How often terminating inventory records of this server's cluster are deleted (the first sweep after one interval)" }),
+        maxClockSkewMs: Type.Integer({
+          minimum: 0,
+          maximum: 60_000,
+          default: 1_000,
+          description: "Largest clock difference assumed between the hosts sharing the cluster's store: the decider lease is taken over only this long after it expired",
+        }),
+        powerOffOnRemoval: Type.Boolean({
+          default: false,
+          description: 'When the autoscaler removes this server: after its graceful stop, run lifecycle.shutdownCommand to power the host off (needs lifecycle.hostControl)',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

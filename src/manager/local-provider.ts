@@ -28,10 +28,13 @@ const CreateData = Type.Object(
     startup: Type.Object(
       {
         server: Type.Object({ organization: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: true }),
-        manager: Type.Object({ organizationId: Type.String({ minLength: 1 }), host: Type.String({ minLength: 1 }), apiKey: Type.String({ minLength: 1 }) }),
+        // A managed server's parent connection; absent for a server of a cluster no parent manages.
+        manager: Type.Optional(Type.Object({ organizationId: Type.String({ minLength: 1 }), host: Type.String({ minLength: 1 }), apiKey: Type.String({ minLength: 1 }) })),
         mesh: Type.Optional(Type.Object({ secret: Type.String({ minLength: 16 }) })),
         db: Type.Optional(Type.Object({ path: Type.String({ minLength: 1 }) })),
         mongodb: Type.Optional(Type.Object({ url: Type.String({ minLength: 1 }), database: Type.Optional(Type.String({ minLength: 1 })) })),
+        // The autoscaler settings of the server that asked (an unmanaged cluster's deciding server).
+        autoscaler: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
       },
       { additionalProperties: true },
     ),
@@ -49,7 +52,7 @@ export interface LocalProviderOptions {
   command?: readonly string[];
   /**
    * Config every started server gets under the fields the provider sets (the operator's `manager.localConfig`,
-   * trusted: e.g. the autoscaler, shutdown timings); its `server`, `http`, `mesh`, `manager` and `log` sections are merged.
+   * trusted: e.g. the autoscaler, shutdown timings); its `server`, `http`, `mesh`, `manager`, `autoscaler` and `log` sections are merged.
    */
   baseConfig?: Record<string, unknown>;
   /** How long a terminated server has to exit after SIGTERM before it is killed. */
@@ -89,7 +92,8 @@ function childEnvironment(configFile: string): NodeJS.ProcessEnv {
 
 /**
  * The built-in `local` provider (SPEC 13.4): `create` starts a real Fleetplane server on this host (its own data
- * directory and free ports on 127.0.0.1, the cluster's mesh secret and store, the manager connection) and
+ * directory and free ports on 127.0.0.1, the cluster's mesh secret and store, the manager connection of a managed
+ * server, the autoscaler settings of the server that asked for it) and
  * answers its instance id; `terminate` stops it gracefully (SIGTERM) and answers its exit code. Secrets go
  * into the server's config file (mode 0600), never into its argv or environment.
  */
@@ -133,7 +137,8 @@ export class LocalProvider implements BuiltinProvider {
       mesh: { ...section('mesh'), port: meshPort, host, url: `ws://${host}:${meshPort}`, ...(startup.mesh ? { secret: startup.mesh.secret } : {}) },
       ...(startup.db ? { db: startup.db } : {}),
       ...(startup.mongodb ? { mongodb: startup.mongodb } : {}),
-      manager: { ...section('manager'), organizationId: startup.manager.organizationId, host: startup.manager.host, apiKey: startup.manager.apiKey },
+      ...(startup.manager ? { manager: { ...section('manager'), organizationId: startup.manager.organizationId, host: startup.manager.host, apiKey: startup.manager.apiKey } } : {}),
+      ...(startup.autoscaler ? { autoscaler: { ...section('autoscaler'), ...startup.autoscaler } } : {}),
       ...(deployment?.logLevel ? { log: { ...section('log'), level: deployment.logLevel } } : {}),
     };
     const configFile = path.join(dataDir, 'fleetplane.config.json');

@@ -47,8 +47,18 @@ export function providerPort(options: ProviderPortOptions): ProviderPort {
       }
     }
     const reply = await options.api({ organization_id: request.organization_id, api: request.cloud, endpoint: action, method: 'post', data: request.data });
-    if (reply.status >= 400) throw new ManagerError('provider_failed', `provider "${request.cloud}" answered ${reply.status} to ${action}`, 502);
+    if (reply.status >= 400) throw new ManagerError('provider_failed', `provider "${request.cloud}" answered ${reply.status} to ${action}${reasonOf(reply.data)}`, 502);
     return reply.data;
   };
   return { create: (request) => call('create', request), terminate: (request) => call('terminate', request) };
+}
+
+/** The provider's own words for a refusal (`error`, `error.message` or `message` of its answer), bounded; or nothing. */
+function reasonOf(data: unknown): string {
+  const body = data as { error?: unknown; message?: unknown } | null | undefined;
+  const error = body?.error as { message?: unknown } | string | undefined;
+  const reason = typeof error === 'string' ? error : typeof error?.message === 'string' ? error.message : typeof body?.message === 'string' ? body.message : undefined;
+  if (!reason) return '';
+  const line = reason.replace(/\s+/g, ' ').trim();
+  return line ? `: ${line.length > 300 ? `${line.slice(0, 300)}…` : line}` : '';
 }

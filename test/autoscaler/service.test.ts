@@ -1,13 +1,23 @@
+import path from 'node:path';
 import t from 'tap';
 import { Autoscaler, type AutoscalerDeps, type ScaleActions } from '../../src/autoscaler/service.js';
 import type { ClusterNode, Sample } from '../../src/autoscaler/decide.js';
 import { tenantViolation } from '../../src/auth/authority.js';
+import { EmbeddedStore } from '../../src/db/embedded/store.js';
+import { LEASES_COLLECTION, StoreLease } from '../../src/db/lease.js';
 import { FakeClock, settle } from '../helpers/fake-clock.js';
+import { tempDir } from '../helpers/server-process.js';
 
 const INTERVAL = 1_000;
 const COOLDOWN = 60_000;
 const SWEEP = 600_000;
 const POLICY = { minClusterSize: 1, maxClusterSize: 3, cooldownMs: COOLDOWN, windowMs: 5_000 };
+const LEASE_TTL = 3 * INTERVAL;
+
+// The decider leases of every test, in one real store; each test's cluster has a lease of its own.
+const store = await EmbeddedStore.open(path.join(tempDir('fleetplane-autoscaler-service-'), 'store.db'));
+t.teardown(() => store.close());
+let clusters = 0;
 
 interface Fleet {
   clock: FakeClock;
@@ -22,11 +32,17 @@ interface Fleet {
   /** The cluster document's `autoscaler` section (undefined: none). */
   policy: { current: Record<string, unknown> | undefined };
   organization: { inactive: boolean };
+  lease: StoreLease;
+  /** Every warning, with its fields. */
+  warnings: Array<{ fields: Record<string, unknown>; message: string }>;
+  /** Set: every read of the inventory fails with this message. */
+  inventoryFailure: { message?: string };
 }
 
 /** A cluster as the deciding server `a` sees it: fake inventory, peers, provider and clock. */
-function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Partial<ScaleActions>; policy?: Record<string, unknown> } = {}): Fleet {
-  const clock = new FakeClock(1_000_000);
+function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Partial<ScaleActions>; policy?: Record<string, unknown>; clock?: FakeClock; cluster?: string } = {}): Fleet {
+  const clock = options.clock ?? new FakeClock(1_000_000);
+  const lease = new StoreLease({ store, name: `decider:${options.cluster ?? `cluster-${clusters++}`}`, owner: options.serverId ?? 'a', ttlMs: LEASE_TTL, maxClockSkewMs: 500, clock });
   const steps: string[] = [];
   const logs: string[] = [];
   const metrics: string[] = [];
@@ -37,6 +53,8 @@ function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Pa
   const load = { cpu: 50, memory: 50 };
   const policy: Fleet['policy'] = { current: { ...POLICY, ...options.policy } };
   const organization = { inactive: false };
+  const warnings: Fleet['warnings'] = [];
+  const inventoryFailure: Fleet['inventoryFailure'] = {};
   const peerLoad = new Map<string, { cpu: number; memory: number }>();
   const actions: ScaleActions = {
     scaleOut: async (reason) => {
@@ -62,7 +80,10 @@ function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Pa
     sweepIntervalMs: SWEEP,
     sample: () => ({ at: clock.now(), ...load }),
     inventory: {
-      nodes: async () => nodes.map((node) => ({ ...node })),
+      nodes: async () => {
+        if (inventoryFailure.message) throw new Error(inventoryFailure.message);
+        return nodes.map((node) => ({ ...node }));
+      },
       policy: async () => policy.current,
       setPaused: async (paused) => {
         if (!policy.current) throw new Error('no autoscaler section');
@@ -75,10 +96,11 @@ function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Pa
       return new Map(ids.map((id): [string, Sample[]] => [id, [{ at: clock.now(), ...(peerLoad.get(id) ?? load) }]]));
     },
     actions,
-    log: { info: (_fields, message) => logs.push(message), warn: (_fields, message) => logs.push(message) },
+    lease,
+    log: { info: (_fields, message) => logs.push(message), warn: (fields, message) => void (logs.push(message), warnings.push({ fields, message })) },
     metrics: { action: (action, reason) => metrics.push(`${action} ${reason}`), size: (current, desired) => metrics.push(`size ${current}->${desired}`) },
   };
-  return { clock, scaler: new Autoscaler(deps), nodes, steps, logs, metrics, load, peerLoad, actions, policy, organization };
+  return { clock, scaler: new Autoscaler(deps), nodes, steps, logs, metrics, load, peerLoad, actions, policy, organization, lease, warnings, inventoryFailure };
 }
 
 const run = async (f: Fleet, ms: number) => {
@@ -112,15 +134,146 @@ t.test('scale-in: drain, terminating committed, provider request, shutdown, in t
   t.match((await f.scaler.status()).lastAction, { action: 'scale-in', reason: 'idle', serverId: 'b', outcome: 'done' });
 });
 
-t.test('only the lowest running id decides; the others only sample', async (t) => {
-  const f = fleet({ serverId: 'b' });
+t.test('only the holder of the decider lease decides, whatever its id; the others only sample', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const nodes: ClusterNode[] = [
+    { id: 'a', status: 'running', createdAt: 1 },
+    { id: 'b', status: 'running', createdAt: 2 },
+  ];
+  const holder = fleet({ serverId: 'b', nodes, clock, cluster: 'shared-1' });
+  const other = fleet({ serverId: 'a', nodes, clock, cluster: 'shared-1' });
+  holder.scaler.start();
+  await run(holder, INTERVAL);
+  other.scaler.start();
+  t.teardown(() => Promise.all([holder.scaler.stop(), other.scaler.stop()]));
+  other.load.cpu = 95;
+  await run(other, 5 * INTERVAL);
+  t.same(other.steps, [], 'the lowest id does not gather, nor act: it does not hold the lease');
+  t.equal((await other.scaler.status()).deciding, false);
+  t.match((await other.scaler.status()).lease, { owner: 'b', term: 1 }, 'its status names the holder');
+  t.equal((await holder.scaler.status()).deciding, true);
+  t.equal(other.scaler.signals().length, 5, 'its samples are there for the deciding server to gather');
+});
+
+t.test('a hand-over keeps the cooldown: the next holder reads the last action from the lease', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const nodes: ClusterNode[] = [
+    { id: 'a', status: 'running', createdAt: 1 },
+    { id: 'b', status: 'running', createdAt: 2 },
+  ];
+  // Below its minimum, the cluster wants a new server every cooldown, pending or not.
+  const policy = { minClusterSize: 6, maxClusterSize: 9 };
+  const first = fleet({ serverId: 'a', nodes, clock, cluster: 'shared-2', policy });
+  const second = fleet({ serverId: 'b', nodes, clock, cluster: 'shared-2', policy });
+  second.policy.current = undefined;
+  Object.defineProperty(second.policy, 'current', { get: () => first.policy.current });
+  first.scaler.start();
+  await run(first, INTERVAL);
+  second.scaler.start();
+  t.teardown(() => second.scaler.stop());
+  t.same(first.steps.filter((step) => step.startsWith('scale-out')), ['scale-out below-min']);
+  const actedAt = clock.now();
+  await run(first, 2 * INTERVAL);
+  await first.scaler.stop();
+  await run(second, 2 * INTERVAL);
+  t.equal((await second.scaler.status()).deciding, true, 'the stopped holder released the lease: the other took it at once');
+  t.match((await second.scaler.status()).lease, { owner: 'b', term: 2 });
+  t.equal((await second.scaler.status()).lastDecision?.reason, 'cooldown', "the first holder's action holds the new holder back");
+  await run(second, actedAt + COOLDOWN - clock.now() - INTERVAL);
+  t.same(second.steps.filter((step) => step.startsWith('scale-out')), [], 'nothing inside the cooldown');
+  await run(second, 2 * INTERVAL);
+  t.same(second.steps.filter((step) => step.startsWith('scale-out')), ['scale-out below-min'], 'one action once it passed');
+});
+
+t.test('a holder that loses the lease stops acting at once: a scale-in before its provider request is cancelled', async (t) => {
+  let release!: () => void;
+  const f = fleet({ actions: { drain: (id) => new Promise((resolve) => (release = () => resolve(true), void f.steps.push(`drain ${id}`))) } });
   f.scaler.start();
   t.teardown(() => f.scaler.stop());
+  f.load.cpu = 5;
+  f.load.memory = 5;
+  await f.clock.advanceAsync(INTERVAL);
+  t.same(f.steps, ['gather b', 'drain b']);
+  // Another server holds the lease now (its renewal was lost: the store is shared, the mesh is not).
+  await store.collection(LEASES_COLLECTION).updateOne({ _id: f.lease.name }, { $set: { token: 'another-holder', owner: 'c', expiresAt: f.clock.now() + 3_600_000 } });
+  await f.clock.advanceAsync(LEASE_TTL);
+  t.equal(f.lease.held(), false, 'the renewal found the lease taken');
+  t.ok(f.logs.includes('autoscaler lost the decider lease: another server decides for the cluster'));
+  release();
+  await f.scaler.settled();
+  t.same(f.steps, ['gather b', 'drain b', 'undrain b'], 'no terminating, no provider request: the node serves again');
+  t.match((await f.scaler.status()).lastAction, { outcome: 'cancelled' });
   f.load.cpu = 95;
   await run(f, 5 * INTERVAL);
-  t.same(f.steps, [], 'no gathering, no action');
+  t.same(f.steps.filter((step) => step.startsWith('gather')), ['gather b'], 'and it decides nothing more');
   t.equal((await f.scaler.status()).deciding, false);
-  t.equal(f.scaler.signals().length, 5, 'its samples are there for the deciding server to gather');
+});
+
+t.test('a server whose own record is not running does not take the lease; one that holds it gives it up', async (t) => {
+  const nodes: ClusterNode[] = [
+    { id: 'a', status: 'pending', createdAt: 1 },
+    { id: 'b', status: 'running', createdAt: 2 },
+  ];
+  const f = fleet({ nodes });
+  f.scaler.start();
+  t.teardown(() => f.scaler.stop());
+  await run(f, 3 * INTERVAL);
+  t.equal(await f.lease.read(), null, 'a server not yet confirmed does not decide');
+  nodes[0]!.status = 'running';
+  await run(f, INTERVAL);
+  t.equal(f.lease.held(), true);
+  nodes[0]!.status = 'stopped';
+  await run(f, INTERVAL);
+  t.equal(f.lease.held(), false);
+  t.match(await f.lease.read(), { owner: 'a', expiresAt: 0 }, 'released, for another to take at once');
+});
+
+t.test('a scale-out the provider refuses: one warning with its reason, then attempts back off until one succeeds', async (t) => {
+  const refusal = 'provider "local" answered 400 to create: data.startup.server: is required';
+  let refuse = true;
+  const f = fleet({ policy: { minClusterSize: 3 }, actions: { scaleOut: async (reason) => {
+    f.steps.push(`scale-out ${reason}`);
+    if (refuse) throw new Error(refusal);
+    f.nodes.push({ id: `n${f.nodes.length}`, status: 'pending', createdAt: f.clock.now() });
+  } } });
+  const { warnings } = f;
+  f.scaler.start();
+  t.teardown(() => f.scaler.stop());
+  const attempts: number[] = [];
+  for (let elapsed = 0; elapsed < 8 * COOLDOWN; elapsed += INTERVAL) {
+    const before = f.steps.length;
+    await run(f, INTERVAL);
+    if (f.steps.slice(before).some((step) => step.startsWith('scale-out'))) attempts.push(f.clock.now());
+  }
+  const gaps = attempts.slice(1).map((at, index) => (at - attempts[index]!) / COOLDOWN);
+  t.same(gaps, [1, 2, 4], 'a cooldown after the first failure, then twice as long each time');
+  t.equal(warnings.length, attempts.length, 'one warning per attempt: never more than one per cooldown');
+  t.match(warnings[0], { message: `autoscaler scale-out failed: ${refusal}`, fields: { action: { outcome: 'failed' } } }, "the provider's reason, with its status");
+  await run(f, COOLDOWN);
+  t.match((await f.scaler.status()).lastDecision, { action: 'none', reason: 'backing off after 4 failed scale-out attempts' }, 'past the cooldown, the backoff holds it');
+  refuse = false;
+  await run(f, 8 * COOLDOWN);
+  t.equal((await f.scaler.status()).lastAction?.outcome, 'done', 'it succeeds once the provider accepts');
+  t.equal(f.nodes.filter((node) => node.status === 'pending').length, 1);
+});
+
+t.test('a failure repeated every interval is one warning per cooldown, each distinct reason its own, with the count held back', async (t) => {
+  const f = fleet();
+  const { warnings } = f;
+  f.scaler.start();
+  t.teardown(() => f.scaler.stop());
+  // One evaluation reads the policy: its cooldown is the window.
+  await run(f, INTERVAL);
+  f.inventoryFailure.message = 'the database stayed locked by another process';
+  await run(f, COOLDOWN - INTERVAL);
+  t.same(warnings.map((warning) => warning.message), ['autoscaler evaluation failed: the database stayed locked by another process'], 'once in the first cooldown, though every interval failed');
+  f.inventoryFailure.message = 'the store is closed';
+  await run(f, INTERVAL);
+  t.equal(warnings.length, 2, 'a new reason is warned at once');
+  f.inventoryFailure.message = 'the database stayed locked by another process';
+  await run(f, COOLDOWN);
+  t.equal(warnings.length, 3);
+  t.match(warnings[2], { message: /stayed locked/, fields: { repeated: 58 } }, 'the next warning says how many the gate held back');
 });
 
 t.test('a provider that fails the terminate: failed, back in service, counted, and never picked again', async (t) => {
@@ -293,6 +446,33 @@ t.test('the sweep runs every sweep interval, the first one after a full interval
   await f.scaler.stop();
   await run(f, 2 * SWEEP);
   t.equal(f.steps.filter((step) => step === 'sweep').length, 2, 'no sweep once stopped');
+});
+
+t.test('the sweep runs only on the lease holder, and never during its own scale-in (the node still reads its terminating record)', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const nodes: ClusterNode[] = [
+    { id: 'a', status: 'running', createdAt: 1 },
+    { id: 'b', status: 'running', createdAt: 2 },
+  ];
+  let release!: () => void;
+  const holder = fleet({ nodes, clock, cluster: 'shared-sweep', actions: { terminate: (id) => new Promise((resolve) => (release = resolve, void holder.steps.push(`terminate ${id}`))) } });
+  const other = fleet({ nodes, clock, serverId: 'b', cluster: 'shared-sweep' });
+  holder.scaler.start();
+  other.scaler.start();
+  t.teardown(() => Promise.all([holder.scaler.stop(), other.scaler.stop()]));
+  await run(holder, SWEEP);
+  t.equal(holder.steps.filter((step) => step === 'sweep').length, 1, 'the holder sweeps');
+  t.equal(other.steps.filter((step) => step === 'sweep').length, 0, 'the other server does not');
+  holder.load.cpu = 5;
+  holder.load.memory = 5;
+  await clock.advanceAsync(INTERVAL);
+  t.ok(holder.steps.includes('terminate b'), 'a scale-in is at its provider request');
+  await clock.advanceAsync(SWEEP);
+  t.equal(holder.steps.filter((step) => step === 'sweep').length, 1, 'no sweep while it runs');
+  release();
+  await holder.scaler.settled();
+  await run(holder, SWEEP);
+  t.equal(holder.steps.filter((step) => step === 'sweep').length, 2, 'the next one after it');
 });
 
 t.test('the autoscaler methods act on the server: platform keys only', async (t) => {

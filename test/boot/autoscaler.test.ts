@@ -32,13 +32,19 @@ interface Harness {
  * The autoscaler as the primary of server `a` builds it, over a real store: the router and the parent are
  * stand-ins that record what reaches them. Ticks are driven by the test.
  */
-async function harness(t: Test, records: Array<Record<string, unknown>>, policy: Record<string, unknown> | null = POLICY): Promise<Harness> {
+interface HarnessOptions {
+  /** Unmanaged: the provider path of this server, answered by `api` (the built-in providers stand behind it). */
+  api?: (envelope: Record<string, unknown>) => { status: number; data: unknown };
+  config?: Record<string, unknown>;
+}
+
+async function harness(t: Test, records: Array<Record<string, unknown>>, policy: Record<string, unknown> | null = POLICY, options: HarnessOptions = {}): Promise<Harness> {
   const db = await EmbeddedStore.open(path.join(tempDir('fleetplane-autoscaler-boot-'), 'store.db'));
   await ensureStandardIndexes(db);
   t.teardown(() => db.close());
   for (const record of records) await db.collection('servers').insertOne({ cluster_id: CLUSTER, ...record });
-  if (policy !== null) await db.forOrganization(PLATFORM).collection('clusters').insertOne({ _id: CLUSTER, name: CLUSTER, autoscaler: policy });
-  const config = loadConfig({ env: {}, object: { server: { cluster: CLUSTER, organization: TENANT }, autoscaler: { enabled: true } } }).config;
+  if (policy !== null) await db.forOrganization(PLATFORM).collection('clusters').insertOne({ _id: CLUSTER, name: CLUSTER, autoscaler: policy, initialDeployment: { cloud: 'local', workers: 1 } });
+  const config = loadConfig({ env: {}, object: { server: { cluster: CLUSTER, organization: TENANT }, db: { path: db.file }, autoscaler: { enabled: true }, ...options.config } }).config;
   const lines: Harness['lines'] = [];
   const log = createLogger({ level: 'info', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Harness['lines'][number]) } });
   const events = new EventEmitter();
@@ -60,9 +66,12 @@ async function harness(t: Test, records: Array<Record<string, unknown>>, policy:
     log,
     db,
     platformOrganization: async () => PLATFORM,
-    manager: { managed: true, send: async (envelope: Record<string, unknown>) => void sent.push(envelope) },
-    api: async () => ({ status: 500, data: null }),
-    workflows: { run: async () => undefined },
+    manager: { managed: !options.api, send: async (envelope: Record<string, unknown>) => void sent.push(envelope) },
+    api: async (envelope: Record<string, unknown>) => {
+      sent.push(envelope);
+      return options.api ? options.api(envelope) : { status: 500, data: null };
+    },
+    workflows: { resolve: async () => null, run: async () => undefined },
     request,
     handle: () => undefined,
     events,
@@ -105,8 +114,8 @@ t.test("the cluster's own organization confirmed inactive lets the last server r
   t.match((await h.scaler.status()).lastAction, { action: 'scale-in', reason: 'organization-inactive', serverId: 'a', outcome: 'done' });
   t.same(
     h.envelopes.filter((envelope) => envelope.method !== 'autoscaler.signals').map((envelope) => `${envelope.method} ${String(envelope.server)}`),
-    ['drain a', 'shutdown a'],
-    'it drained itself, and was shut down through State after the provider request',
+    ['drain a', 'autoscaler.remove a'],
+    'it drained itself, and was stopped gracefully (autoscaler.remove) after the provider request',
   );
   t.same(h.sent, [{ method: 'terminateServer', cluster: CLUSTER, server_id: 'a' }], 'the parent was asked to terminate it');
   t.equal((await servers(h).findOne({ _id: 'a' }))?.master?.status, 'terminating', 'terminating committed');
@@ -168,4 +177,68 @@ t.test("pause and resume write the cluster document's policy; a cluster without 
   t.match(await h.scaler.pause(), { paused: true });
   t.match((await h.db.forOrganization(PLATFORM).collection('clusters').findOne({ _id: CLUSTER }))?.autoscaler, { ...POLICY, paused: true });
   t.match(await h.scaler.resume(), { paused: false });
+});
+
+t.test("an unmanaged cluster's scale-out asks its provider for a server that joins it: id, cluster, organization, deployment, mesh secret, store, autoscaler", async (t) => {
+  const h = await harness(t, [{ _id: 'a', master: { status: 'running', servingSince: long } }], { ...POLICY, minClusterSize: 2 }, {
+    api: () => ({ status: 200, data: { instanceId: 'fp-local-0123456789abcdef' } }),
+    config: { mesh: { secret: 'the-cluster-mesh-secret-0123456789' }, autoscaler: { enabled: true, intervalMs: 250, powerOffOnRemoval: true }, lifecycle: { hostControl: true } },
+  });
+  await evaluate(h);
+  t.match((await h.scaler.status()).lastAction, { action: 'scale-out', reason: 'below-min', outcome: 'done' });
+  t.equal(h.sent.length, 1, 'one provider request');
+  const created = h.sent[0] as { api: string; endpoint: string; organization_id: string; data: Record<string, any> };
+  t.match(created, { api: 'local', endpoint: 'create', method: 'post', organization_id: PLATFORM });
+  const serverId = created.data.server_id as string;
+  t.match(created.data, {
+    cluster_id: CLUSTER,
+    organization_id: PLATFORM,
+    deployment: { cloud: 'local', workers: 1 },
+    startup: {
+      server: { id: serverId, cluster: CLUSTER, organization: PLATFORM },
+      mesh: { secret: 'the-cluster-mesh-secret-0123456789' },
+      db: { path: h.db.file },
+      autoscaler: { enabled: true, intervalMs: 250 },
+    },
+  });
+  t.notOk('powerOffOnRemoval' in created.data.startup.autoscaler, "powering a host off is each host's own choice, never handed on");
+  t.notOk('manager' in created.data.startup, 'no parent connection: no parent manages the cluster');
+  t.match(await servers(h).findOne({ _id: serverId }), { cluster_id: CLUSTER, organization_id: PLATFORM, master: { status: 'starting' }, infrastructure: { cloud: 'local', instanceId: 'fp-local-0123456789abcdef' } }, 'its record counts toward the size until it confirms');
+});
+
+t.test('a scale-out the provider refuses: one warning with its reason, no record left, and the next attempt backs off', async (t) => {
+  const h = await harness(t, [{ _id: 'a', master: { status: 'running', servingSince: long } }], { ...POLICY, minClusterSize: 2 }, {
+    api: () => ({ status: 400, data: { error: 'data.startup.server.organization: is required' } }),
+  });
+  await evaluate(h);
+  t.match((await h.scaler.status()).lastAction, { action: 'scale-out', outcome: 'failed' });
+  const warnings = h.lines.filter((line) => line.level === 40);
+  t.same(warnings.map((line) => line.msg), ['autoscaler scale-out failed: provider "local" answered 400 to create: data.startup.server.organization: is required']);
+  t.same((await servers(h).find({}, { limit: 0 })).map((record) => record._id), ['a'], 'the refused server left no record behind');
+  // Past the cooldown (1 s), a second attempt; after it, two cooldowns before the third.
+  const before = h.sent.length;
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  await evaluate(h, 1);
+  t.equal(h.sent.length, before + 1, 'tried again after one cooldown');
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  await evaluate(h, 1);
+  t.equal(h.sent.length, before + 1, 'not again one cooldown later: it backs off');
+  t.match((await h.scaler.status()).lastDecision, { action: 'none', reason: 'backing off after 2 failed scale-out attempts' });
+});
+
+t.test("an unmanaged cluster's scale-in names the instance its provider made, then stops the node with autoscaler.remove", async (t) => {
+  const h = await harness(t, [
+    { _id: 'a', master: { status: 'running', servingSince: long } },
+    { _id: 'b', master: { status: 'running', servingSince: long }, infrastructure: { cloud: 'other-cloud', instanceId: 'i-42' } },
+  ], { ...POLICY, maxClusterSize: 1 }, { api: () => ({ status: 200, data: { accepted: true } }) });
+  h.answers.set('autoscaler.signals', signalsAnswer({ b: samplesOf(1) }));
+  await evaluate(h);
+  t.match((await h.scaler.status()).lastAction, { action: 'scale-in', serverId: 'b', outcome: 'done' });
+  t.same(h.sent, [{ organization_id: PLATFORM, api: 'other-cloud', endpoint: 'terminate', method: 'post', data: { server_id: 'b', cluster_id: CLUSTER, instanceId: 'i-42' } }], 'the cloud and instance of its record');
+  t.same(
+    h.envelopes.filter((envelope) => envelope.method !== 'autoscaler.signals').map((envelope) => `${envelope.method} ${String(envelope.server)} ${String(envelope.confirm ?? '')}`.trim()),
+    ['drain b', 'autoscaler.remove b b'],
+    'drained, then removed with its own id confirmed',
+  );
+  t.notOk(h.lines.some((line) => (line.level as number) >= 40), 'nothing logged as failed');
 });

@@ -72,9 +72,11 @@ t.test('create starts a real server with its own directory and ports; terminate 
 t.test('bad requests are refused before anything starts', async (t) => {
   const root = tempDir();
   const provider = new LocalProvider({ root, log: logger().log });
-  const missing = await provider.call('create', { server_id: 's1', cluster_id: 'c1', startup: { server: { organization: 'o' } } });
+  const missing = await provider.call('create', { server_id: 's1', cluster_id: 'c1', startup: { mesh: { secret: MESH_SECRET } } });
   t.equal(missing.status, 400);
-  t.match(missing.data, { error: /^data\.startup\.manager: is required/ });
+  t.match(missing.data, { error: /^data\.startup\.server: is required/ });
+  const badManager = await provider.call('create', { server_id: 's1', cluster_id: 'c1', startup: { server: { organization: 'o' }, manager: { organizationId: 'p' } } });
+  t.match(badManager, { status: 400, data: { error: /^data\.startup\.manager\.host: is required/ } }, 'a parent connection, when given, is complete');
   t.same(await provider.call('terminate', { instanceId: '../../etc' }), { status: 400, data: { error: 'data.instanceId: not an instance of the local provider' } });
   t.equal((await provider.call('terminate', { instanceId: 'fp-local-0000000000000000' })).status, 404);
 });

@@ -17,9 +17,13 @@ t.test('without a provider workflow the request goes to the cloud API, endpoint 
   ]);
 });
 
-t.test("an upstream's 4xx is a provider failure", async (t) => {
+t.test("an upstream's 4xx is a provider failure that says the provider's reason with its status", async (t) => {
   const port = providerPort({ api: async () => ({ status: 422, data: { error: 'bad image' } }), createWorkflow: 'c', terminateWorkflow: 't' });
-  await t.rejects(port.create(request), { code: 'provider_failed', statusCode: 502 });
+  await t.rejects(port.create(request), { code: 'provider_failed', statusCode: 502, message: 'provider "hetzner" answered 422 to create: bad image' });
+  const shaped = providerPort({ api: async () => ({ status: 400, data: { error: { code: 'invalid', message: 'server_type:\n unknown' } } }), createWorkflow: 'c', terminateWorkflow: 't' });
+  await t.rejects(shaped.terminate(request), { message: 'provider "hetzner" answered 400 to terminate: server_type: unknown' }, 'an error object: its message, on one line');
+  const silent = providerPort({ api: async () => ({ status: 503, data: null }), createWorkflow: 'c', terminateWorkflow: 't' });
+  await t.rejects(silent.create(request), { message: 'provider "hetzner" answered 503 to create' }, 'no reason given: the status alone');
 });
 
 t.test('the platform workflow runs when it exists, with the cloud in its input', async (t) => {
