@@ -1,8 +1,6 @@
 #!/usr/bin/env -S node --max-semi-space-size=2
 import { ConfigError } from '../src/config/errors.js';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { FLEETPLANE_VERSION } from '../src/version.js';
 import { closestMatch } from '../src/config/did-you-mean.js';
 import { CliError, MAIN_USAGE } from './usage.js';
 
@@ -16,18 +14,6 @@ const openapi = async (argv: string[]) => (await import('./openapi.js')).openapi
 const status = async (argv: string[]) => (await import('./status.js')).status(argv);
 const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl, apply, openapi, status };
 
-/** This package's version: the nearest package.json above this file (from the sources or from dist/). */
-function version(): string {
-  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
-    const file = path.join(dir, 'package.json');
-    if (existsSync(file)) {
-      const manifest = JSON.parse(readFileSync(file, 'utf8')) as { name?: string; version?: string };
-      if (manifest.name === 'fleetplane') return manifest.version ?? 'unknown';
-    }
-    if (path.dirname(dir) === dir) return 'unknown';
-  }
-}
-
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
@@ -36,7 +22,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (name === '--version' || name === '-v' || name === 'version') {
-    process.stdout.write(`fleetplane ${version()}\n`);
+    process.stdout.write(`fleetplane ${FLEETPLANE_VERSION}\n`);
     return;
   }
   const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
