@@ -27,7 +27,8 @@ export interface ServerEvents {
   'shutdown:complete': { signal: string; durationMs: number };
   'organization.active': { organization_id: string };
   'organization.inactive': { organization_id: string };
-  status_change: { worker?: number; oldStatus: WorkerStatus | string; newStatus: WorkerStatus | string };
+  /** `reason`: why a worker is `stopping` (its shutdown's reason, e.g. `handover`). */
+  status_change: { worker?: number; oldStatus: WorkerStatus | string; newStatus: WorkerStatus | string; reason?: string };
 }
 
 export type ServerEventName = keyof ServerEvents;
