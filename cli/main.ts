@@ -1,7 +1,7 @@
 #!/usr/bin/env -S node --max-semi-space-size=2
 import { ConfigError } from '../src/config/errors.js';
 import { closestMatch } from '../src/config/did-you-mean.js';
-import { packageFacts } from '../src/package.js';
+import { FLEETPLANE_VERSION } from '../src/version.js';
 import { CliError, MAIN_USAGE } from './usage.js';
 
 // Each command's code is loaded when it runs: a server started here holds none of the others'.
@@ -12,7 +12,8 @@ const ctl = async (argv: string[]) => (await import('./ctl.js')).ctl(argv);
 const apply = async (argv: string[]) => (await import('./apply.js')).apply(argv);
 const openapi = async (argv: string[]) => (await import('./openapi.js')).openapi(argv);
 const status = async (argv: string[]) => (await import('./status.js')).status(argv);
-const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl, apply, openapi, status };
+const upgrade = async (argv: string[]) => (await import('./upgrade.js')).upgrade(argv);
+const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl, apply, openapi, status, upgrade };
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
@@ -22,7 +23,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (name === '--version' || name === '-v' || name === 'version') {
-    process.stdout.write(`fleetplane ${packageFacts()?.version ?? 'unknown'}\n`);
+    process.stdout.write(`fleetplane ${FLEETPLANE_VERSION}\n`);
     return;
   }
   const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
@@ -33,16 +34,23 @@ async function main(argv: string[]): Promise<void> {
   await command(rest);
 }
 
-main(process.argv.slice(2)).catch((error: unknown) => {
+main(process.argv.slice(2)).catch(async (error: unknown) => {
+  let line: string;
+  let code: number;
   if (error instanceof CliError) {
-    process.stderr.write(`fleetplane: ${error.message}\n`);
-    if (error.usage) process.stderr.write(`${error.usage}\n`);
-    process.exit(error.exitCode);
+    line = error.message;
+    code = error.exitCode;
+  } else if (error instanceof ConfigError) {
+    line = `invalid configuration: ${error.message}`;
+    code = 2;
+  } else {
+    line = (error as Error)?.stack ?? String(error);
+    code = 1;
   }
-  if (error instanceof ConfigError) {
-    process.stderr.write(`fleetplane: invalid configuration: ${error.message}\n`);
-    process.exit(2);
-  }
-  process.stderr.write(`fleetplane: ${(error as Error)?.stack ?? String(error)}\n`);
-  process.exit(1);
+  process.stderr.write(`fleetplane: ${line}\n`);
+  if (error instanceof CliError && error.usage) process.stderr.write(`${error.usage}\n`);
+  // A primary started by a hand-over that fails this early tells the old one why (it keeps serving).
+  const { reportHandoverFailure } = await import('../src/runtime/handover-successor.js');
+  await reportHandoverFailure(line.split('\n')[0]!);
+  process.exit(code);
 });

@@ -7,8 +7,8 @@ import { parseArgs } from 'node:util';
 
 export const STATUS_USAGE = `Usage: fleetplane status [options]
 
-A table of the running server's processes (and its mesh peers'): server, process, pid, state, uptime,
-open connections and memory (RSS).
+A table of the running server's processes (and its mesh peers'): server, process, pid, state, the
+primary's version and start time, uptime, open connections and memory (RSS).
 
 Options:
   --json             print the replies as one JSON object
@@ -28,6 +28,9 @@ interface ProcessStatus {
   uptimeMs: number;
   connections: number;
   rssBytes?: number;
+  /** The primary's: the version it runs and when it started (both change with a hand-over). */
+  version?: string;
+  startedAt?: string;
 }
 
 /** `93 s`, `12 min`, `3.5 h`, `2.1 d`: the unit a person reads at a glance. */
@@ -45,15 +48,16 @@ export function statusTable(result: RequestResult): string {
   for (const reply of replies) {
     const process = reply.worker === 0 ? 'primary' : `worker ${reply.worker}`;
     if (!reply.ok) {
-      rows.push([reply.server, process, '-', `error: ${reply.error?.code}`, '-', '-', '-']);
+      rows.push([reply.server, process, '-', `error: ${reply.error?.code}`, '-', '-', '-', '-', '-']);
       continue;
     }
     const status = reply.result as ProcessStatus;
     const rss = status.rssBytes === undefined ? '-' : `${Math.round(status.rssBytes / 1024 / 1024)} MiB`;
-    rows.push([reply.server, process, String(status.pid), status.status, formatUptime(status.uptimeMs), String(status.connections), rss]);
+    const started = status.startedAt ? status.startedAt.replace(/\.\d+Z$/, 'Z') : '-';
+    rows.push([reply.server, process, String(status.pid), status.status, status.version ?? '-', started, formatUptime(status.uptimeMs), String(status.connections), rss]);
   }
-  for (const missing of result.missing) rows.push([missing.server, missing.worker === undefined ? '-' : missing.worker === 0 ? 'primary' : `worker ${missing.worker}`, '-', 'no answer', '-', '-', '-']);
-  return table(['SERVER', 'PROCESS', 'PID', 'STATE', 'UPTIME', 'CONNECTIONS', 'RSS'], rows, new Set([2, 4, 5, 6]));
+  for (const missing of result.missing) rows.push([missing.server, missing.worker === undefined ? '-' : missing.worker === 0 ? 'primary' : `worker ${missing.worker}`, '-', 'no answer', '-', '-', '-', '-', '-']);
+  return table(['SERVER', 'PROCESS', 'PID', 'STATE', 'VERSION', 'STARTED', 'UPTIME', 'CONNECTIONS', 'RSS'], rows, new Set([2, 6, 7, 8]));
 }
 
 export async function status(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<void> {

@@ -52,7 +52,8 @@ Commands:
   ctl        send a control envelope to a running server
   apply      create or update apis, workflows, webhooks, servers_config, organizations from a file
   openapi    write openapi/openapi.json
-  status     a table of the running server's processes: pids, states, uptime, memory
+  status     a table of the running server's processes: pids, states, version, uptime, memory
+  upgrade    hand the running server over to a new primary from the code on disk, with no downtime
 
 Options:
   -v, --version  print the version

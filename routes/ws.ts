@@ -70,8 +70,11 @@ const ws: FastifyPluginAsync = async (app) => {
 
   server.state.onShedChange?.((shed) => closeAll(1013, 'organization shed: try again later', shed));
   // Draining or stopping: WebSockets are told to go elsewhere before the worker waits for its connections.
-  server.on?.('status_change', ({ worker, newStatus }) => {
-    if (worker === server.workerId && (newStatus === 'draining' || newStatus === 'stopping')) closeAll(1001, 'server going away');
+  // A hand-over's workers close with 1012 (service restart): clients reconnect at once, to the new primary.
+  server.on?.('status_change', ({ worker, newStatus, reason }) => {
+    if (worker !== server.workerId || (newStatus !== 'draining' && newStatus !== 'stopping')) return;
+    if (reason === 'handover') closeAll(1012, 'server restarting: reconnect');
+    else closeAll(1001, 'server going away');
   });
   server.handle?.('socket.emit', (data, envelope) => {
     const organizationId = envelope.organization_id;

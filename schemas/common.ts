@@ -15,6 +15,7 @@ const probeFields = {
   status: Type.String({ examples: ['ready'], description: 'Status of the answering process' }),
   server: Type.String({ description: 'Server id' }),
   worker: Type.Integer({ minimum: 0, description: 'Worker number (0 = the primary)' }),
+  version: Type.String({ examples: ['0.1.0'], description: 'Fleetplane version the answering process runs (after a hand-over, the new one)' }),
 };
 
 export const ProbeReply = Type.Object(probeFields, { $id: 'ProbeReply' });

@@ -18,6 +18,7 @@ import { registerBuiltins } from '../state/builtins.js';
 import { OrganizationTracker, type OrganizationPresence } from '../state/organizations.js';
 import type { Envelopes, ServerIdentity } from '../server.js';
 import type { Manager } from '../manager/manager.js';
+import { FLEETPLANE_VERSION } from '../version.js';
 
 const ORG_CHANNEL = 'org';
 const OrgReport = Type.Object({ kind: Type.Union([Type.Literal('touch'), Type.Literal('open'), Type.Literal('close')]), organization_id: Type.String({ minLength: 1, maxLength: 128 }) });
@@ -140,6 +141,9 @@ export function primaryIpc(
       status: String(primary.status),
       uptimeMs: Date.now() - primary.startedAt,
       connections: local?.connections.size ?? 0,
+      // The code this primary runs and since when: after a hand-over, the new version and its start.
+      version: FLEETPLANE_VERSION,
+      startedAt: new Date(primary.startedAt).toISOString(),
     }),
   });
   // Single-process mode: the in-process worker answers deliveries to worker 0 with the same handlers.

@@ -43,6 +43,8 @@ export interface PrimaryMeshDeps {
   authorize: Authorizer;
   state: ServerState;
   organizations: OrganizationPresence;
+  /** The mesh socket a hand-over passed: listened on rather than bound (SPEC 1.10). */
+  inheritedSocket?: unknown;
 }
 
 export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMesh> {
@@ -80,7 +82,7 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     servingSince = new Date().toISOString();
     if (joined) void state.save().catch((error: unknown) => meshLog.error({ err: error }, 'inventory record not marked serving'));
   });
-  const port = await mesh.listen();
+  const port = await mesh.listen(deps.inheritedSocket);
   if (port !== undefined) mesh.url = meshUrl(config, port, Boolean(settings.tls));
   state.describeInventory(() => ({
     // `stopping` covers the whole graceful shutdown: peers stop dialing a server that is leaving.

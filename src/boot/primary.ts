@@ -1,7 +1,9 @@
 import { mkdirSync, unlinkSync } from 'node:fs';
-import { controlSocketPath, listenControlSocket } from '../control/socket.js';
+import { controlSocketPath, listenControlSocket, takeOverControlSocket } from '../control/socket.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
-import type { FleetplaneConfig } from '../config/schema.js';
+import type { FleetplaneConfig, ResolvedConfig } from '../config/schema.js';
+import type { ServerState } from '../state/state.js';
+import type { SocketRole } from '../runtime/handover-messages.js';
 import { resolveWorkerCount } from '../config/sizing.js';
 import { createLogger } from '../logging/logger.js';
 import { serverEvents, type ServerEmitter } from '../runtime/events.js';
@@ -20,6 +22,10 @@ import { openPrimaryOverview, workerOverview } from './overview.js';
 import { bindParentKeys, openAutomationAndManager, openManagerConnection } from './manager.js';
 import { REMOVAL_METHOD, removalHandler } from '../autoscaler/removal.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
+import { HandoverSuccessor, type PredecessorChannel } from '../runtime/handover-successor.js';
+import { removePidFile, writePidFile } from '../runtime/pid-file.js';
+import { meshSettings } from '../mesh/settings.js';
+import { FLEETPLANE_VERSION } from '../version.js';
 
 /**
  * The primary's boot, in order: config, identity and log; the keys that seal secrets (before anything is
@@ -59,7 +65,15 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     automation, events: { on: (event, listener) => events.on(event, listener), off: (event, listener) => events.off(event, listener) }, primary,
     handle: (method, handler) => ipc.envelopes.handle(method, handler), manager: managed.manager,
   });
-  const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
+  // Started by a hand-over (SPEC 1.10): the old primary's state and sockets, as late as possible (it holds
+  // storage writes from here until this primary takes over).
+  const successor = await HandoverSuccessor.join(env, process as unknown as PredecessorChannel, FLEETPLANE_VERSION, (reason) => {
+    log.fatal({ reason }, 'hand-over lost: exiting');
+    process.exit(1);
+  });
+  const handed = successor ? await takeSeed(successor, resolved, storage, ipc.state) : undefined;
+  const meshSocket = meshSettings(resolved).active ? handed?.get('mesh') : closeHandle(handed?.get('mesh'));
+  const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations, inheritedSocket: meshSocket });
   // A cluster's autoscaler removes this server gracefully whether this server runs the autoscaler or not.
   const { autoscaler: scaling, lifecycle: hostSettings } = resolved;
   ipc.envelopes.handle(REMOVAL_METHOD, removalHandler({
@@ -85,9 +99,16 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
 
   const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;
   mkdirSync(resolved.dataDir, { recursive: true, mode: 0o700 });
-  const control = await listenControlSocket(resolved.dataDir, log, (envelope, timeoutMs) => server.request(envelope, { timeoutMs }));
+  const answerControl = (envelope: unknown, timeoutMs?: number) => server.request(envelope, { timeoutMs });
+  // A successor takes the control socket over once it serves; until then the old primary answers on it.
+  let control = successor ? undefined : await listenControlSocket(resolved.dataDir, log, answerControl);
+  let handedOver = false;
   const removeSocket = () => {
-    control.close();
+    // After a hand-over the socket file and the pid file are the new primary's. This socket is left open:
+    // no name reaches it any more, and closing a Unix socket server unlinks its path, now the new primary's.
+    if (handedOver) return;
+    control?.close();
+    removePidFile(resolved.dataDir);
     try {
       unlinkSync(controlSocketPath(resolved.dataDir));
     } catch {
@@ -96,6 +117,22 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   };
   process.once('exit', removeSocket);
   primary.onShutdown(removeSocket);
+  primary.handover.register({
+    storage,
+    shed: () => [...ipc.state.shedding],
+    sockets: () => (mesh.mesh.listeningSocket ? [{ role: 'mesh', ...mesh.mesh.listeningSocket }] : []),
+    committed: () => {
+      handedOver = true;
+      void autoscaler?.stop();
+      mesh.mesh.close(1012);
+    },
+    // What the shutdown's stopped hooks release, minus what writes (checkpoints, the inventory, routing).
+    release: async () => {
+      await server.uninstallPlugins();
+      await managed.close();
+      await data.db.close();
+    },
+  });
   // No scaling decision while this server goes down: an action still before its provider request is cancelled.
   if (autoscaler) primary.onShutdown(() => autoscaler.stop());
   // Plugins uninstall once the workers are gone, while the store is still open.
@@ -107,8 +144,15 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   try {
     // Before the ports are bound and the first worker is forked: plugins may shape the fleet.
     await server.installPlugins();
-    await primary.start({ app: () => options.app(server), fallbackRoutes, peerUrl: () => mesh.mesh.peerUrl() });
+    await primary.start({ app: () => options.app(server), fallbackRoutes, peerUrl: () => mesh.mesh.peerUrl() }, successor);
+    if (successor) {
+      successor.acceptStorageWrites((draft) => storage.applyForwarded(draft));
+      control = await takeOverControlSocket(resolved.dataDir, log, answerControl);
+    }
+    writePidFile(resolved.dataDir);
+    successor?.taken();
   } catch (error) {
+    await successor?.failed((error as Error).message);
     removeSocket();
     mesh.abort();
     await server.uninstallPlugins();
@@ -118,6 +162,31 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   autoscaler?.start();
   log.info({ ports: primary.ports, workers: primary.workerCount, plugins: server.pluginNames, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
   return server;
+}
+
+/** Hand-over: the seed checked against this configuration and applied, then the sockets it describes. */
+async function takeSeed(successor: HandoverSuccessor, config: ResolvedConfig, storage: StorageAuthority, state: ServerState): Promise<ReadonlyMap<SocketRole, unknown>> {
+  const tls = Boolean(config.https.key && config.https.cert);
+  try {
+    const mismatch = successor.mismatch({
+      http: { host: config.http.host, port: config.http.port },
+      ...(tls ? { https: { host: config.http.host, port: config.https.port } } : {}),
+      ...(meshSettings(config).active ? { mesh: { host: config.mesh.host, port: config.mesh.port } } : {}),
+    });
+    if (mismatch) throw new Error(mismatch);
+    storage.seed(successor.seed.storage);
+    if (successor.seed.shed.length > 0) await state.applyShed(successor.seed.shed);
+    return await successor.sockets();
+  } catch (error) {
+    await successor.failed((error as Error).message);
+    throw error;
+  }
+}
+
+/** A handed socket this primary does not use: closed, so the port does not hang on in this process. */
+function closeHandle(handle: unknown): undefined {
+  (handle as { close?: () => void } | undefined)?.close?.();
+  return undefined;
 }
 
 /**

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { chmodSync, unlinkSync } from 'node:fs';
+import { chmodSync, renameSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../logging/logger.js';
 import { IpcError } from '../ipc/envelope.js';
@@ -39,7 +39,7 @@ function socketAnswers(file: string): Promise<boolean> {
  * is mode 0600 in the data directory, so the file system decides who may steer this server — as with the
  * local daemons of other process managers — and no key is involved.
  */
-export async function listenControlSocket(dataDir: string, log: Logger, request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>): Promise<net.Server> {
+export async function listenControlSocket(dataDir: string, log: Logger, request: ControlHandler): Promise<net.Server> {
   const file = controlSocketPath(dataDir);
   if (await socketAnswers(file)) throw new ServerRunningError(`another server is running with this data directory (${file} answers)`);
   try {
@@ -47,6 +47,32 @@ export async function listenControlSocket(dataDir: string, log: Logger, request:
   } catch {
     // no stale socket
   }
+  return bind(controlServer(log, request), file);
+}
+
+/**
+ * Hand-over (SPEC 1.10): the new primary takes the control socket of the old one, which still answers on it.
+ * It listens on a file of its own and renames it over `control.sock`: the name never points at nothing, the
+ * requests the old primary accepted are answered by it, and every later one reaches the new primary. The old
+ * primary's socket, no longer named, gets no new connection; it must not close it (closing a Unix socket
+ * server unlinks its path, which is the new primary's now) and leaves it to its exit.
+ */
+export async function takeOverControlSocket(dataDir: string, log: Logger, request: ControlHandler): Promise<net.Server> {
+  const file = controlSocketPath(dataDir);
+  const own = `${file}.${process.pid}`;
+  try {
+    unlinkSync(own);
+  } catch {
+    // none left by an earlier process with this pid
+  }
+  const server = await bind(controlServer(log, request), own);
+  renameSync(own, file);
+  return server;
+}
+
+type ControlHandler = (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
+
+function controlServer(log: Logger, request: ControlHandler): net.Server {
   const server = net.createServer((socket) => {
     let buffered = '';
     socket.setEncoding('utf8');
@@ -84,6 +110,10 @@ export async function listenControlSocket(dataDir: string, log: Logger, request:
       return { ok: false, error: { code: 'internal', message: 'internal error', status: 500 } };
     }
   };
+  return server;
+}
+
+async function bind(server: net.Server, file: string): Promise<net.Server> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(file, () => resolve());

@@ -55,14 +55,24 @@ export class MeshListener<T> {
     });
   }
 
-  listen(): Promise<number> {
+  /** Binds the mesh port, or listens on `inherited`, the mesh socket a hand-over passed (SPEC 1.10). */
+  listen(inherited?: unknown): Promise<number> {
     return new Promise((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(this.options.port, this.options.host, () => {
+      const listening = () => {
         this.server.off('error', reject);
         resolve((this.server.address() as AddressInfo).port);
-      });
+      };
+      if (inherited) this.server.listen(inherited as HttpServer, listening);
+      else this.server.listen(this.options.port, this.options.host, listening);
     });
+  }
+
+  /** The listening socket, to pass to the next primary in a hand-over. */
+  get socket(): { host: string; port: number; handle: unknown } | undefined {
+    const address = this.server.address() as AddressInfo | null;
+    const handle = (this.server as unknown as { _handle?: unknown })._handle;
+    return address && handle ? { host: address.address, port: address.port, handle } : undefined;
   }
 
   /** Stops accepting and drops sockets that never became links (links are closed by their owner). */

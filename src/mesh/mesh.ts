@@ -83,8 +83,13 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
     return this.deps.settings.active;
   }
 
-  /** Binds the mesh port (when the mesh is on); returns the bound port. */
-  async listen(): Promise<number | undefined> {
+  /** The mesh's listening socket, for a hand-over (SPEC 1.10). */
+  get listeningSocket(): { host: string; port: number; handle: unknown } | undefined {
+    return this.listener?.socket;
+  }
+
+  /** Binds the mesh port (when the mesh is on), or listens on the socket a hand-over passed; returns the port. */
+  async listen(inherited?: unknown): Promise<number | undefined> {
     const { settings, config, log } = this.deps;
     if (!settings.active) {
       log.info({ reason: settings.why }, 'mesh off');
@@ -103,7 +108,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
       refused: (details) => this.emitSafe('refused', details),
     });
     try {
-      return await this.listener.listen();
+      return await this.listener.listen(inherited);
     } catch (error) {
       throw new Error(`mesh port ${config.port} on ${config.host} cannot be bound (${(error as NodeJS.ErrnoException).code ?? 'error'}): set mesh.port`, { cause: error });
     }

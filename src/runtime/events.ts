@@ -28,7 +28,8 @@ export interface ServerEvents {
   'shutdown:complete': { signal: string; durationMs: number };
   'organization.active': { organization_id: string };
   'organization.inactive': { organization_id: string };
-  status_change: { worker?: number; oldStatus: WorkerStatus | string; newStatus: WorkerStatus | string };
+  /** `reason`: why a worker is `stopping` (its shutdown's reason, e.g. `handover`). */
+  status_change: { worker?: number; oldStatus: WorkerStatus | string; newStatus: WorkerStatus | string; reason?: string };
   /** SPEC 3.2: a cordon was applied to `worker`; in the primary once per worker, in that worker once. */
   cordon: { value: boolean; worker: number };
   /** SPEC 3.3: a drain was applied to `worker` (for `true`: its connections are gone or the drain timeout passed). */

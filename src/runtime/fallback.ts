@@ -5,6 +5,7 @@ import { errorBody } from '../errors.js';
 import { duplicatedHeader, duplicateHeaderMessage } from '../http/duplicate-headers.js';
 import { answerClientError } from '../http/raw-errors.js';
 import { REQUEST_ID_HEADER, requestIdFor } from '../http/request-id.js';
+import { FLEETPLANE_VERSION } from '../version.js';
 
 export interface FallbackOptions {
   serverId: string;
@@ -84,7 +85,7 @@ export class FallbackResponder {
     const path = (request.url ?? '/').split('?')[0];
     if (request.method === 'GET' && (path === '/healthz' || path === '/readyz')) {
       const ready = path === '/healthz';
-      return this.json(response, ready ? 200 : 503, { status: ready ? this.options.status() : 'fallback', server: this.options.serverId, worker: 0 });
+      return this.json(response, ready ? 200 : 503, { status: ready ? this.options.status() : 'fallback', server: this.options.serverId, worker: 0, version: FLEETPLANE_VERSION });
     }
     if (this.surface.fallbackRoutes?.(request, response)) return;
     if (request.method === 'GET' && path === '/metrics') {

@@ -1,5 +1,7 @@
 import net, { type Server as NetServer, type Socket } from 'node:net';
 
+const BACKLOG = 4096;
+
 export class ListenError extends Error {
   override readonly name = 'ListenError';
 }
@@ -45,8 +47,34 @@ export class Listeners {
         else if (error.code === 'EACCES') reject(new ListenError(`${what}: permission denied`));
         else reject(new ListenError(`cannot listen on ${what}: ${error.message}`));
       });
-      server.listen({ port, host, backlog: 4096 }, resolve);
+      server.listen({ port, host, backlog: BACKLOG }, resolve);
     });
+    return this.take(server, secure, port);
+  }
+
+  /**
+   * Hand-over (SPEC 1.10): listens on a socket another primary passed over IPC, already bound and listening.
+   * Connections are taken from the moment this returns, with no bind in between: the kernel's accept queue
+   * is shared, so nothing waiting in it is lost.
+   */
+  adopt(handle: unknown, secure: boolean): number {
+    const server = net.createServer();
+    // A TCP handle is listened on synchronously: accepted connections only reach it once this tick is over.
+    server.listen(handle as net.Server, BACKLOG);
+    return this.take(server, secure, 0);
+  }
+
+  /** Hand-over: the listening handles, to pass to the next primary (this process keeps its own until `close`). */
+  handles(): Array<{ secure: boolean; handle: unknown; host: string; port: number }> {
+    return this.servers.map((server) => {
+      const { address, port } = server.address() as net.AddressInfo;
+      return { secure: this.secure.get(server) ?? false, handle: (server as unknown as { _handle: unknown })._handle, host: address, port };
+    });
+  }
+
+  private readonly secure = new WeakMap<NetServer, boolean>();
+
+  private take(server: NetServer, secure: boolean, port: number): number {
     server.on('error', () => {});
     // What Node's cluster does for its round-robin: take the listening handle's accepted connections directly.
     const listening = (server as unknown as { _handle?: Partial<ListeningHandle> })._handle;
@@ -59,6 +87,7 @@ export class Listeners {
       if (status === 0 && handle) this.onConnection(handle, secure);
     };
     this.servers.push(server);
+    this.secure.set(server, secure);
     return (server.address() as net.AddressInfo).port;
   }
 

@@ -1,8 +1,5 @@
 import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from '../logging/logger.js';
-import type { ResolvedConfig } from '../config/schema.js';
 import { systemClock, type Clock } from './clock.js';
 import { Fleet, type RestartWorkersOptions, type WorkerRecord } from './fleet/fleet.js';
 import { clusterForkPort } from './fleet/cluster-fork.js';
@@ -10,49 +7,16 @@ import { FallbackResponder } from './fallback.js';
 import { Listeners, socketOf, type ConnectionHandle } from './listeners.js';
 import { PrimaryMetrics, aggregateMetrics, type MetricsJson } from './metrics.js';
 import type { RpcChannel } from './rpc.js';
-import type { ServerEmitter } from './events.js';
-import type { AppHost } from './app-host.js';
-import type { WorkerRuntime } from './worker.js';
 import type { ServerStatus } from './status.js';
-import type { PrimaryChannels } from './channels.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { ReadinessGrace } from './readiness-grace.js';
+import { WORKER_NODE_FLAGS, type PrimaryOptions, type PrimarySurface, type ShutdownHook } from './primary-options.js';
 import { assertSafeEnv, nodeOptionsWarning } from '../config/guards.js';
-import type { WorkerBoot } from './messages.js';
+import { handoverRefusal, type Handover } from './handover.js';
+import { primaryHandover } from './handover-process.js';
+import type { HandoverSuccessor } from './handover-successor.js';
 
-/**
- * Node flags every worker starts with, before the operator's `workers.execArgv` (a later flag wins). V8 grows
- * the young generation to 2 × 16 MiB after the allocations of boot and an idle process never gives it back;
- * 8 MiB semispaces halve that reserve at no measurable cost in CPU per request.
- */
-export const WORKER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
-
-export interface PrimaryOptions {
-  config: ResolvedConfig;
-  /** The manager's connection, resolved once here and handed to each worker at fork (SPEC 13.1). */
-  manager: WorkerBoot['manager'];
-  serverId: string;
-  workerCount: number;
-  log: Logger;
-  events: ServerEmitter;
-  clock?: Clock;
-  exec?: string;
-  /** Single-process mode: the primary serves the app itself with this worker runtime. */
-  local?: WorkerRuntime;
-  channels: PrimaryChannels;
-}
-
-/** What the primary serves, given when it starts: built over the server object, which is built over it. */
-export interface PrimarySurface {
-  /** Single-process mode: builds the app the primary serves itself. */
-  app?: () => Promise<AppHost>;
-  /** Requests the primary serves itself in fallback (e.g. `POST /control`). */
-  fallbackRoutes?: (request: IncomingMessage, response: ServerResponse) => boolean;
-  /** A running mesh peer's public URL, where the fallback redirects. */
-  peerUrl?: () => string | undefined;
-}
-
-export type ShutdownHook = (signal: string) => void | Promise<void>;
+export { WORKER_NODE_FLAGS, type PrimaryOptions, type PrimarySurface, type ShutdownHook } from './primary-options.js';
 
 /**
  * The primary process: owns the listening sockets, hands each connection to a ready worker (or answers it
@@ -63,6 +27,8 @@ export class PrimaryRuntime {
   readonly fallback: FallbackResponder;
   readonly fleet: Fleet | undefined;
   readonly startedAt = Date.now();
+  /** SPEC 1.10: hands this primary's sockets to a new one started from the code on disk (`upgrade`, SIGUSR2). */
+  readonly handover: Handover;
   ports: { http?: number; https?: number } = {};
   private readonly listeners: Listeners;
   private readonly shutdownHooks: ShutdownHook[] = [];
@@ -116,6 +82,10 @@ export class PrimaryRuntime {
       });
     }
     this.tlsEnabled = Boolean(tls);
+    this.handover = primaryHandover(config, log, this.clock, this.listeners, {
+      refusal: () => handoverRefusal({ fleet: Boolean(this.fleet), started: this.started, stopping: Boolean(this.shuttingDown), rolling: Boolean(this.fleet?.restarting) }),
+      retire: () => this.retire(),
+    });
   }
 
   private readonly tlsEnabled: boolean;
@@ -172,9 +142,16 @@ export class PrimaryRuntime {
   }
 
   /** Binds the public ports first (a port in use fails before any worker is forked), then starts the fleet. */
-  async start(surface: PrimarySurface = {}): Promise<void> {
+  async start(surface: PrimarySurface = {}, successor?: HandoverSuccessor): Promise<void> {
     const { http, https } = this.options.config;
     this.fallback.serveAlso(surface);
+    if (successor && this.fleet) {
+      // After a hand-over (SPEC 1.10): the workers first, then the sockets handed over, once every worker is ready.
+      this.fleet.start();
+      for (const socket of await successor.whenWorkersReady(this.fleet, this.options.events)) this.ports[socket.role] = this.listeners.adopt(socket.handle, socket.role === 'https');
+      this.started = true;
+      return;
+    }
     this.ports.http = await this.listeners.listen(http.port, http.host, false);
     if (this.tlsEnabled) this.ports.https = await this.listeners.listen(https.port, http.host, true);
     if (this.fleet) this.fleet.start();
@@ -332,6 +309,7 @@ export class PrimaryRuntime {
       this.options.log.info('SIGHUP: rolling restart of all workers');
       this.restartWorkers({ reason: 'SIGHUP' }).catch((error) => this.options.log.error({ err: error }, 'rolling restart failed'));
     });
+    process.on('SIGUSR2', () => void this.handover.start('SIGUSR2').catch((error: Error) => this.options.log.warn({ reason: error.message }, 'SIGUSR2: no hand-over')));
   }
 
   shutdown(signal = 'shutdown'): Promise<void> {
@@ -363,6 +341,18 @@ export class PrimaryRuntime {
     await runStoppedHooks(this.stoppedHooks, log);
     events.emitSafe('shutdown:complete', { signal, durationMs: this.clock.now() - started });
     log.info({ signal, durationMs: this.clock.now() - started }, 'shutdown complete');
+  }
+
+  /** Hand-over committed: the new primary accepts; stop accepting here, drain the workers (WebSockets get 1012). */
+  private retire(): Promise<void> {
+    this.shuttingDown ??= (async () => {
+      this.leaving = this.closing = true;
+      this.listeners.close();
+      this.grace.cancel();
+      this.announceReadiness();
+      await this.fleet?.stop('handover');
+    })();
+    return this.shuttingDown;
   }
 
   private async exitUnrecoverable(reason: string): Promise<void> {

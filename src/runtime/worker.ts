@@ -183,7 +183,7 @@ export class WorkerRuntime {
 
   private async runShutdown(reason: string): Promise<void> {
     this.post({ fp: 'ack' });
-    this.setStatus('stopping');
+    this.setStatus('stopping', reason);
     this.stopHeartbeat();
     this.log.info({ reason }, 'worker shutting down');
     const budget = Math.min(this.config.shutdown.drainTimeoutMs, this.config.shutdown.timeoutMs);
@@ -242,11 +242,11 @@ export class WorkerRuntime {
     socket.resume();
   }
 
-  private setStatus(status: WorkerStatus): void {
+  private setStatus(status: WorkerStatus, reason?: string): void {
     if (status === this.currentStatus) return;
     const oldStatus = this.currentStatus;
     this.currentStatus = status;
-    this.events.emitSafe('status_change', { worker: this.workerId, oldStatus, newStatus: status });
+    this.events.emitSafe('status_change', { worker: this.workerId, oldStatus, newStatus: status, ...(reason ? { reason } : {}) });
     try {
       this.post({ fp: 'status', status });
     } catch {

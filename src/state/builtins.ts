@@ -51,7 +51,10 @@ export function registerBuiltins(handlers: HandlerRegistry, host: BuiltinHost): 
     const organizations = data === false ? false : Array.isArray(data) ? data : (data as { organizations?: unknown })?.organizations;
     return host.state.shed(organizations as string[] | false);
   });
-  handlers.handle('restart', (data) => host.state.restart({ isPrimary: Boolean((data as { isPrimary?: unknown })?.isPrimary) }));
+  handlers.handle('restart', (data) => {
+    const { isPrimary, handover } = (data ?? {}) as { isPrimary?: unknown; handover?: unknown };
+    return host.state.restart({ isPrimary: Boolean(isPrimary), handover: handover === true });
+  });
   handlers.handle('reboot', (_data, envelope) => host.state.reboot(envelope.confirm));
   handlers.handle('shutdown', (_data, envelope) => host.state.shutdown(envelope.confirm));
 

@@ -210,10 +210,17 @@ export class ServerState {
   /**
    * In a worker: replace this worker (replacement first, then drain). In the primary: a rolling restart of
    * every worker, or with `isPrimary` a graceful stop of the whole server with the configured exit code so
-   * the service manager starts it again.
+   * the service manager starts it again; with `handover` a hand-over to a new primary (SPEC 1.10).
    */
-  async restart(options: { isPrimary?: boolean } = {}): Promise<unknown> {
+  async restart(options: { isPrimary?: boolean; handover?: boolean } = {}): Promise<unknown> {
     const { primaryRuntime, workerRuntime, config } = this.host;
+    if (options.handover) {
+      // SPEC 1.10: answered once the new primary serves, or with the reason this one keeps serving.
+      if (!primaryRuntime) throw new IpcError('bad_request', 'a hand-over is the primary\'s: address it with master: true');
+      return primaryRuntime.handover.start('restart envelope').catch((error: Error) => {
+        throw new IpcError('unavailable', error.message);
+      });
+    }
     if (workerRuntime && !primaryRuntime) return workerRuntime.rpc.call('primary.recycleWorker', { pid: process.pid });
     if (options.isPrimary) {
       this.host.log.warn('primary restart requested: stopping gracefully');

@@ -74,14 +74,77 @@ export class StorageAuthority extends ClusterStorage {
 
   private commit(draft: MutationDraft): Promise<Outcome> {
     return new Promise((resolve, reject) =>
-      this.inOrder(() => {
-        try {
-          resolve(this.process(draft));
-        } catch (error) {
-          reject(error);
-        }
-      }),
+      this.admit(
+        draft,
+        () => {
+          try {
+            resolve(this.process(draft));
+          } catch (error) {
+            reject(error);
+          }
+        },
+        (made) => made.then((result) => resolve({ revision: this.revision, result, answered: false }), (error: Error) => reject(movedError(error))),
+      ),
     );
+  }
+
+  /**
+   * Where a mutation is made: here, in order; or, during a hand-over (SPEC 1.10), held until the new primary
+   * takes over (then made there, `elsewhere`) or the hand-over is aborted (then made here after all).
+   */
+  private admit(draft: MutationDraft, here: () => void, elsewhere: (made: Promise<number | boolean>) => void): void {
+    if (this.forward) return elsewhere(this.forward(draft));
+    if (this.held) {
+      this.held.push(() => this.admit(draft, here, elsewhere));
+      return;
+    }
+    this.inOrder(here);
+  }
+
+  private held: Array<() => void> | undefined;
+  private forward: ((draft: MutationDraft) => Promise<number | boolean>) | undefined;
+
+  /** @internal hand-over, old primary: the entries as of now; every mutation from here on waits. */
+  freeze(): { revision: number; entries: Array<[string, JsonValue]> } {
+    this.held ??= [];
+    return { revision: this.revision, entries: [...this.entries] };
+  }
+
+  /** @internal hand-over aborted: the waiting mutations are made here, in their order. */
+  thaw(): void {
+    this.release();
+  }
+
+  /**
+   * @internal hand-over committed: the new primary is the authority. The waiting mutations and every later one
+   * (the draining workers') are made there, in order; this process's replicas keep the entries of the hand-over.
+   */
+  forwardTo(write: (draft: MutationDraft) => Promise<number | boolean>): void {
+    this.forward = write;
+    this.release();
+  }
+
+  private release(): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const step of held) step();
+  }
+
+  /** @internal hand-over, new primary: the old primary's entries, taken before any worker subscribed. */
+  seed(snapshot: { revision: number; entries: Array<[string, unknown]> }): void {
+    if (this.subscribers.size > 0 || this.revision > 0) throw new Error('storage is seeded before any worker subscribes');
+    for (const [key, value] of snapshot.entries) this.entries.set(key, toStoredValue(value as JsonValue));
+    this.appliedRevision = snapshot.revision;
+  }
+
+  /** @internal hand-over, new primary: a mutation of the old primary's draining workers. */
+  applyForwarded(draft: unknown): Promise<number | boolean> {
+    const { kind, key, value } = (draft ?? {}) as { kind?: unknown; key?: unknown; value?: unknown };
+    if (kind === 'clear') return this.clear();
+    if (typeof key !== 'string') return Promise.reject(new StorageError('E_STORAGE_BAD_MESSAGE', 'a forwarded mutation needs a key'));
+    if (kind === 'set') return this.set(key, value as JsonValue);
+    if (kind === 'delete') return this.delete(key);
+    return Promise.reject(new StorageError('E_STORAGE_BAD_MESSAGE', 'a forwarded mutation is set, delete or clear'));
   }
 
   /**
@@ -149,10 +212,18 @@ export class StorageAuthority extends ClusterStorage {
       this.replyError(from, request.id, error);
       return;
     }
-    this.inOrder(() => {
-      const { revision, result, answered } = this.process(draft, { endpoint: from, requestId: request.id });
-      if (!answered) this.send(from, { type: 'reply', id: request.id, ok: true, revision, result });
-    });
+    this.admit(
+      draft,
+      () => {
+        const { revision, result, answered } = this.process(draft, { endpoint: from, requestId: request.id });
+        if (!answered) this.send(from, { type: 'reply', id: request.id, ok: true, revision, result });
+      },
+      (made) =>
+        made.then(
+          (result) => this.send(from, { type: 'reply', id: request.id, ok: true, revision: this.revision, result }),
+          (error: Error) => this.replyError(from, request.id, movedError(error)),
+        ),
+    );
   }
 
   /** Mutations after this snapshot follow it on the same ordered channel. */
@@ -181,4 +252,9 @@ export class StorageAuthority extends ClusterStorage {
   private send(to: WorkerEndpoint, message: PrimaryMessage): void {
     this.channels.send(to, STORAGE_CHANNEL, message);
   }
+}
+
+/** A write made on the new primary failed there (or could not reach it); storage errors keep their code. */
+function movedError(error: Error): StorageError {
+  return error instanceof StorageError ? error : new StorageError('E_STORAGE_UNAVAILABLE', `the write was not made on the new primary: ${error.message}`, { cause: error });
 }

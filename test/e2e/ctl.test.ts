@@ -31,7 +31,8 @@ t.test('fleetplane ctl steers a running server through its 0600 control socket',
   const table = await fleetplane(['status', '--data-dir', dataDir]);
   t.equal(table.status, 0, table.stderr);
   const [header, ...rows] = table.stdout.trimEnd().split('\n');
-  t.match(header, /^SERVER +PROCESS +PID +STATE +UPTIME +CONNECTIONS +RSS$/, 'fleetplane status: a table with a header');
+  t.match(header, /^SERVER +PROCESS +PID +STATE +VERSION +STARTED +UPTIME +CONNECTIONS +RSS$/, 'fleetplane status: a table with a header');
+  t.match(rows.find((row) => row.includes('primary')), / \d+\.\d+\.\d+\S* +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ /, "the primary's version and start time");
   t.same(rows.map((row) => row.split(/ {2,}/)[1]).sort(), ['primary', 'worker 1', 'worker 2'], 'a row per process');
   t.ok(rows.every((row) => / \d+ MiB$/.test(row) && / (ready|running|degraded) /.test(row)), 'with its state and memory');
 

@@ -62,7 +62,8 @@ t.test('every worker cordoned, a redirect configured: /metrics, /healthz and /re
   t.equal(live.json().worker, 0, 'answered by the primary');
   const ready = await get(server.port, '/readyz');
   t.equal(ready.status, 503);
-  t.same(ready.json(), { status: 'fallback', server: serverId, worker: 0 });
+  t.same(ready.json(), { status: 'fallback', server: serverId, worker: 0, version: live.json().version });
+  t.match(live.json().version, /^\d+\.\d+\.\d+/, "the primary's probes carry the version it runs");
   t.equal(server.count((event) => event.event === 'worker:exit'), 0, 'no worker left');
 });
 

@@ -197,15 +197,15 @@ export function request(port: number, pathname: string, options: { method?: stri
   });
 }
 
-/** The built `fleetplane` command, run to its end (killed after 30 s). */
-export function fleetplane(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+/** The built `fleetplane` command (or another build's, `cli`), run to its end (killed after `timeoutMs`, 30 s). */
+export function fleetplane(args: string[], { cli = CLI, timeoutMs = 30_000 }: { cli?: string; timeoutMs?: number } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cli, ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));
     child.stderr.on('data', (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('exit', (status) => {
       clearTimeout(timer);
       resolve({ status, stdout, stderr });

@@ -169,6 +169,11 @@ export class Fleet {
     return this.recovery.breakerTripped;
   }
 
+  /** A rolling restart is running. */
+  get restarting(): boolean {
+    return this.rolling.running;
+  }
+
   /** Round-robin over workers that take traffic; undefined when none does (→ fallback). */
   pickForConnection(): WorkerRecord | undefined {
     return this.balancer.pickForConnection();
@@ -235,14 +240,14 @@ export class Fleet {
     this.capacity.announceReadiness(ready);
   }
 
-  /** Stop restarting, retire every worker in parallel. */
-  async stop(): Promise<void> {
+  /** Stop restarting, retire every worker in parallel (`handover`: their WebSockets are told to reconnect, 1012). */
+  async stop(reason: 'shutdown' | 'handover' = 'shutdown'): Promise<void> {
     this.stopping = true;
     this.recovery.stop();
     this.health.stop();
     this.capacity.stop();
     this.capacity.announceReadiness(false);
-    await Promise.all(this.records.map((record) => (record.retiring === 'shutdown' ? record.exited : this.retirement.retire(record, 'shutdown'))));
+    await Promise.all(this.records.map((record) => (record.retiring === 'shutdown' ? record.exited : this.retirement.retire(record, 'shutdown', reason))));
   }
 
   private spawn(slot: number): WorkerRecord {

@@ -53,16 +53,17 @@ export class Retirement {
 
   /**
    * The bounded drain every retirement goes through: out of rotation, IPC shutdown, wait for the ACK, give
-   * the worker the shutdown budget to finish in-flight work, then SIGTERM → SIGINT → SIGKILL.
+   * the worker the shutdown budget to finish in-flight work, then SIGTERM → SIGINT → SIGKILL. `told`: the
+   * reason the worker hears (a hand-over's workers close their WebSockets with 1012 rather than 1001).
    */
-  async retire(record: WorkerRecord, reason: RecycleReason | 'shutdown'): Promise<void> {
+  async retire(record: WorkerRecord, reason: RecycleReason | 'shutdown', told: string = reason): Promise<void> {
     const { clock, log } = this.deps;
     record.retiring = reason;
     record.cancelAge?.();
     setStatus(record, 'draining', this.deps.events);
     this.deps.onLeftRotation();
     this.deps.events.emitSafe('worker:draining', { workerId: record.slot, pid: record.pid, reason });
-    sendTo(record, { fp: 'shutdown', reason }, log);
+    sendTo(record, { fp: 'shutdown', reason: told }, log);
     const { ackTimeoutMs, timeoutMs, sigtermDelayMs, sigintDelayMs } = this.deps.shutdown;
     const acked = await Promise.race([record.exited.then(() => true), this.acknowledged(record, ackTimeoutMs)]);
     if (!acked) log.warn({ worker: record.slot, pid: record.pid }, 'worker did not acknowledge shutdown: escalating');

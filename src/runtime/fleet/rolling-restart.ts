@@ -28,6 +28,10 @@ export class RollingRestart {
 
   constructor(private readonly deps: RollingRestartDeps) {}
 
+  get running(): boolean {
+    return this.inProgress !== undefined;
+  }
+
   /** A roll asked for while one runs joins it. */
   restartWorkers(options: RestartWorkersOptions = {}): Promise<void> {
     if (this.inProgress) return this.inProgress;
