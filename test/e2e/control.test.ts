@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ServerProcess, request, steadyLoad, tempDir } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { scaled, until } from '../helpers/wait.js';
 
 interface Reply { status: number; headers: http.IncomingHttpHeaders; json: any }
 
@@ -17,7 +18,7 @@ function post(port: number, body: unknown, options: { key?: string; host?: strin
       res.on('data', (chunk) => (data += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, json: data ? JSON.parse(data) : undefined }));
     });
-    req.setTimeout(20_000, () => req.destroy(new Error('timed out')));
+    req.setTimeout(scaled(20_000), () => req.destroy(new Error('timed out')));
     req.on('error', reject);
     req.end(text);
   });
@@ -53,7 +54,7 @@ t.test('POST /control drain lets an in-flight request finish', async (t) => {
   const probe = await request(server.port, '/whoami');
   const target = probe.json().worker === 1 ? 2 : 1;
   const slow = request(server.port, '/slow?ms=1200');
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await server.waitFor((event) => event.event === 'fixture:slow');
   const drained = post(server.port, { method: 'drain', worker: target, data: true }, { key: acme.adminKey });
   const reply = await slow;
   t.equal(reply.status, 200, 'in-flight request finished');
@@ -135,15 +136,15 @@ t.test('worker restart through /control under load: zero failed requests', async
   const { server, acme } = await start();
   t.teardown(() => server.stop());
   const load = steadyLoad(server.port, '/whoami', 6);
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await until('the load to flow', () => (load.stats.ok >= 50 ? true : undefined));
   const restart = await post(server.port, { method: 'restart', worker: 1 }, { key: acme.adminKey });
   t.equal(restart.status, 200);
   t.ok(restart.json.replies[0].ok);
   await server.waitFor((event) => event.event === 'worker:exit' && event.workerId === 1, 20_000);
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  const after = load.stats.ok;
+  await until('requests served after the restart', () => (load.stats.ok >= after + 50 ? true : undefined));
   const stats = await load.stop();
   t.equal(stats.failed, 0, `no failed request (${stats.errors.slice(0, 3).join('; ')})`);
-  t.ok(stats.ok > 50);
   t.equal(server.count((event) => event.event === 'worker:crash'), 0);
 });
 

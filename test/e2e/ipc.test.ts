@@ -1,5 +1,6 @@
 import t from 'tap';
 import { ServerProcess, request } from '../helpers/server-process.js';
+import { scaled } from '../helpers/wait.js';
 
 interface Reply { server: string; worker: number; ok: boolean; result?: any; error?: { code: string; message: string } }
 interface Result { id: string; replies: Reply[]; missing: Array<{ server: string; worker?: number }> }
@@ -69,14 +70,17 @@ t.test('request(): a target killed mid-request is reported missing; the others r
   const server = await ServerProcess.start({ workers: 2 });
   t.teardown(() => server.stop());
   const ready = await server.readyWorkers(2);
-  const pending = server.command<Result>('request', { envelope: { method: 'sleep', broadcast: true, data: 800 }, timeoutMs: 3_000 });
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  const mark = server.events.length;
+  const pending = server.command<Result>('request', { envelope: { method: 'sleep', broadcast: true, data: scaled(800) }, timeoutMs: scaled(3_000) });
+  // Both workers hold the request: worker 2 dies with it in hand.
+  await server.waitFor((event) => event.event === 'fixture:sleeping' && event.worker === 2, 15_000, mark);
   process.kill(ready.find((event) => event.workerId === 2)!.pid as number, 'SIGKILL');
   const result = await pending;
   t.same(result.replies.map((reply) => reply.worker), [1]);
   t.same(result.missing, [{ server: server.events[0]!.id, worker: 2 }]);
 
-  const silent = await server.command<Result>('request', { envelope: { method: 'sleep', worker: 1, data: 2_000 }, timeoutMs: 300 });
+  // Silent far past the timeout, however late the primary's timer fires on a busy machine.
+  const silent = await server.command<Result>('request', { envelope: { method: 'sleep', worker: 1, data: scaled(2_000) }, timeoutMs: 300 });
   t.same(silent.replies, []);
   t.same(silent.missing, [{ server: server.events[0]!.id, worker: 1 }], 'a target silent past the timeout is missing');
 });

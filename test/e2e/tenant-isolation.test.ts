@@ -6,8 +6,9 @@ import { createKey, revokeKey } from '../../src/auth/keys.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { ServerProcess, isAlive } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { scaled, until as waitUntil } from '../helpers/wait.js';
 
-t.setTimeout(240_000);
+t.setTimeout(scaled(240_000));
 
 interface Reply {
   status: number;
@@ -24,7 +25,7 @@ function post(port: number, url: string, body: unknown, options: { key?: string;
       res.on('data', (chunk) => (data += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, json: data ? JSON.parse(data) : undefined }));
     });
-    req.setTimeout(20_000, () => req.destroy(new Error('timed out')));
+    req.setTimeout(scaled(20_000), () => req.destroy(new Error('timed out')));
     req.on('error', reject);
     req.end(text);
   });
@@ -231,15 +232,7 @@ function connect(port: number, host: string, key?: string): Promise<{ socket: We
   });
 }
 
-async function until<T>(read: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const until = <T>(read: () => T | undefined, what: string, budgetMs = 10_000): Promise<T> => waitUntil(what, read, budgetMs);
 
 t.test('regression: a WebSocket without a key receives none of its host’s events; one granted socket.subscribe does', async (t) => {
   const { server, tenantA } = await start();
