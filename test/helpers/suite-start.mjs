@@ -1,17 +1,16 @@
 // Runs once before the test files (tap's `before`): refuses a bad FLEETPLANE_TEST_TIME_SCALE with one line and
 // a non-zero exit, which stops the whole run; ends what earlier runs that died left behind; says which time
 // scale the files start with.
-import os from 'node:os';
 import { killLeftovers } from './leftovers.mjs';
-import { SCALE_VARIABLE, describeTimeScale, resolveTimeScale } from './time-scale.mjs';
 
-let scale;
+let timeScale;
 try {
-  scale = resolveTimeScale(process.env[SCALE_VARIABLE], os.loadavg()[0], os.availableParallelism());
+  // Reading the factor throws on a bad value: the one line is its message.
+  timeScale = await import('./time-scale.mjs');
 } catch (error) {
   process.stderr.write(`${error.message}\n`);
   process.exit(1);
 }
 const stale = killLeftovers({ stale: true });
 if (stale.length > 0) process.stderr.write(`killed ${stale.length} processes left by earlier test runs: ${stale.map((entry) => entry.pid).join(' ')}\n`);
-process.stderr.write(`${describeTimeScale(scale)}; each test file re-reads the load when it starts\n`);
+process.stderr.write(`${timeScale.describeTimeScale()}; each test file re-reads the load when it starts\n`);
