@@ -11,6 +11,17 @@ async function deliveries(server: ServerProcess, id: string): Promise<Map<string
   return new Map(counts.replies.map((reply) => [reply.result.primary ? 'primary' : `worker ${reply.result.worker}`, reply.result.count]));
 }
 
+let shared: Promise<ServerProcess> | undefined;
+/** One two-worker server for the tests that leave its workers as they found them. */
+function sharedServer(): Promise<ServerProcess> {
+  shared ??= ServerProcess.start({ workers: 2 }).then(async (server) => {
+    await server.readyWorkers(2);
+    return server;
+  });
+  return shared;
+}
+t.teardown(async () => (await shared)?.stop());
+
 t.test('targeting matrix across real processes: each envelope reaches exactly the intended processes, once', async (t) => {
   const server = await ServerProcess.start({ workers: 3 });
   t.teardown(() => server.stop());
@@ -35,9 +46,7 @@ t.test('targeting matrix across real processes: each envelope reaches exactly th
 });
 
 t.test('a worker can address other processes; the sender is in the metadata and not echoed', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await sharedServer();
   const reply = await request(server.port, '/fixture/request', { body: { envelope: { method: 'probe', broadcast: true, master: true } } });
   t.equal(reply.status, 200);
   const sender = reply.json().from as number;
@@ -53,9 +62,7 @@ t.test('a worker can address other processes; the sender is in the metadata and 
 });
 
 t.test('request(): a handler that throws answers an error and the process lives; unknown methods answer, never hang', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await sharedServer();
   const exploded = await server.command<Result>('request', { envelope: { method: 'explode', broadcast: true } });
   t.equal(exploded.replies.length, 2);
   for (const reply of exploded.replies) t.match(reply, { ok: false, error: { code: 'handler_failed', message: 'handler exploded on purpose' } });
@@ -86,9 +93,7 @@ t.test('request(): a target killed mid-request is reported missing; the others r
 });
 
 t.test('status: every process answers with its server, worker, pid, status, uptime and connections', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await sharedServer();
   const result = await server.command<Result>('request', { envelope: { method: 'status', broadcast: true, master: true } });
   t.equal(result.replies.length, 3);
   for (const reply of result.replies) {

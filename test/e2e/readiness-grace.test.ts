@@ -24,11 +24,22 @@ async function untilWorkersNotReady(port: number): Promise<void> {
   }, 15_000, { everyMs: 1, last: () => last });
 }
 
+let shared: Promise<ServerProcess> | undefined;
+/**
+ * A grace far longer than the tests, shared by those that end every cordon they start by cancelling it: what
+ * happens during the grace is observed, and it ends by cancellation only.
+ */
+function cordonServer(): Promise<ServerProcess> {
+  shared ??= ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: 600_000 } }).then(async (server) => {
+    await server.readyWorkers(2);
+    return server;
+  });
+  return shared;
+}
+t.teardown(async () => (await shared)?.stop());
+
 t.test('cordoning the last serving workers: /readyz 503 on every worker while they still serve 200; uncordon cancels the cordon', async (t) => {
-  // A grace far longer than the test: what happens during it is observed, and it ends by cancellation only.
-  const server = await ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: 600_000 } });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await cordonServer();
 
   await server.command('cordon', { value: true, worker: 1 });
   t.pass('cordoning one of two workers resolves without a grace');
@@ -107,9 +118,7 @@ t.test('graceful shutdown: /readyz 503 while the workers still serve, then the s
 });
 
 t.test('a cordon sent to the workers themselves (broadcast) waits the grace too: the last one serves with /readyz 503 until it ends', async (t) => {
-  const server = await ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: 600_000 } });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await cordonServer();
   const broadcast = server.command<{ replies: Array<{ worker: number; ok: boolean }> }>('request', { envelope: { method: 'cordon', broadcast: true, data: true }, timeoutMs: 60_000 }, 70_000);
   const cordon = watch(broadcast);
   await untilWorkersNotReady(server.port);

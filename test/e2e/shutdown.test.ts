@@ -32,9 +32,16 @@ t.test('new connections during shutdown get the fallback', async (t) => {
   t.equal(await server.exited, 0);
 });
 
+let shared: Promise<ServerProcess> | undefined;
+/** One two-worker server for the tests that keep it running (its workers may be replaced). */
+function sharedServer(): Promise<ServerProcess> {
+  shared ??= ServerProcess.start({ workers: 2 });
+  return shared;
+}
+t.teardown(async () => (await shared)?.stop());
+
 t.test('rolling restart under steady load: every worker replaced, zero failed requests', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
+  const server = await sharedServer();
   const ready = await server.readyWorkers(2);
   const oldPids = ready.map((event) => event.pid as number);
   const load = steadyLoad(server.port, '/whoami', 8);
@@ -68,8 +75,7 @@ t.test('SIGHUP starts a rolling restart', async (t) => {
 });
 
 t.test('drain lets an in-flight request finish and takes the worker out of rotation', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
+  const server = await sharedServer();
   await server.readyWorkers(2);
   // Connections go round-robin: the one after the probe lands on the other worker.
   const probe = await request(server.port, '/whoami');

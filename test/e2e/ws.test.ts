@@ -32,9 +32,16 @@ async function start(config: Record<string, unknown> = {}) {
   return { server, acme: tenants[0]!, globex: tenants[1]! };
 }
 
+let shared: ReturnType<typeof start> | undefined;
+/** One server for the tests that change nothing on it beyond their own sockets and store documents. */
+function sharedServer(): ReturnType<typeof start> {
+  shared ??= start();
+  return shared;
+}
+t.teardown(async () => (await shared)?.server.stop());
+
 t.test('WebSocket: authorized envelopes in, replies with the request id out', async (t) => {
-  const { server, acme } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme } = await sharedServer();
   const { socket, frames } = await connect(server.port, { key: acme.adminKey });
   t.teardown(() => socket.terminate());
   socket.send(JSON.stringify({ requestId: 7, method: 'status', broadcast: true }));
@@ -51,8 +58,7 @@ t.test('WebSocket: authorized envelopes in, replies with the request id out', as
 });
 
 t.test('garbage frames get an error frame and the socket stays up; repeated abuse closes it with 1008', async (t) => {
-  const { server, acme } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme } = await sharedServer();
   const { socket, frames, closed } = await connect(server.port, { key: acme.adminKey });
   socket.send('not json');
   const error = await nextFrame(frames, (frame) => frame.error);
@@ -151,8 +157,7 @@ t.test('the WebSocket serves every envelope an HTTP route serves: custom handler
   });
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
   t.teardown(() => upstream.close());
-  const { server, acme, globex } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme, globex } = await sharedServer();
   const { socket, frames } = await connect(server.port, { key: acme.adminKey });
   t.teardown(() => socket.terminate());
   const ask = async (id: string, envelope: Record<string, unknown>) => {
@@ -181,8 +186,7 @@ t.test('the WebSocket serves every envelope an HTTP route serves: custom handler
 });
 
 t.test('refused envelopes are answers and do not close the socket; only malformed frames count toward 1008', async (t) => {
-  const { server, globex } = await start();
-  t.teardown(() => server.stop());
+  const { server, globex } = await sharedServer();
   const { socket, frames } = await connect(server.port, { host: 'globex.test', key: globex.adminKey });
   t.teardown(() => socket.terminate());
   for (let i = 0; i < 12; i++) socket.send(JSON.stringify({ requestId: i, method: 'cordon', master: true }));
@@ -193,8 +197,7 @@ t.test('refused envelopes are answers and do not close the socket; only malforme
 });
 
 t.test('an upgrade with a malformed, unknown or foreign key, or on an unknown host, is refused with 403 before the socket opens', async (t) => {
-  const { server, acme, globex } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme, globex } = await sharedServer();
   const uniform = { error: { code: 'forbidden', message: 'this request is not authorized here' } };
   const unknownHost = await refusedUpgrade(server.port, { host: 'nobody.test' });
   t.same(unknownHost, { status: 403, body: uniform });
