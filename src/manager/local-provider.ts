@@ -131,7 +131,7 @@ export class LocalProvider implements BuiltinProvider {
     const config = {
       ...base,
       dataDir,
-      workers: deployment?.workers ?? 1,
+      workers: { ...section('workers'), count: deployment?.workers ?? 1 },
       server: { ...section('server'), id: valid.server_id, cluster: valid.cluster_id, organization: startup.server.organization, publicUrl: `http://${host}:${httpPort}` },
       http: { ...section('http'), port: httpPort, host },
       mesh: { ...section('mesh'), port: meshPort, host, url: `ws://${host}:${meshPort}`, ...(startup.mesh ? { secret: startup.mesh.secret } : {}) },

@@ -3,6 +3,8 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ServerSampler, procReader } from '../../src/autoscaler/signals.js';
+import { SCALE, until } from '../helpers/wait.js';
+import { own } from '../helpers/processes.js';
 
 t.test('CPU is the time used by every process of the server over the interval, per CPU it may use', async (t) => {
   let at = 1_000;
@@ -38,8 +40,8 @@ t.test('no readable process: no sample (missing signals, never a zero load)', as
 });
 
 t.test('real processes: a busy one reads higher CPU than an idle one, both with resident memory', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
-  const busy = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
-  const idle = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  const busy = own(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }), { group: false });
+  const idle = own(spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' }), { group: false });
   t.teardown(() => {
     busy.kill('SIGKILL');
     idle.kill('SIGKILL');
@@ -49,15 +51,18 @@ t.test('real processes: a busy one reads higher CPU than an idle one, both with 
   const idleSampler = new ServerSampler({ cpus: 1 });
   busySampler.sample([busy.pid!]);
   idleSampler.sample([idle.pid!]);
-  // Poll until the busy process has used clearly more CPU than the idle one (bounded; the machine may be loaded).
+  // Poll until the busy process has used clearly more CPU than the idle one. On a machine loaded `SCALE` times
+  // over its CPUs, a process gets about 1/SCALE of a CPU: "clearly" is 10 points of that share.
+  const clearly = 10 / SCALE;
   let busyLoad = 0;
   let idleLoad = 0;
-  for (let attempt = 0; attempt < 100 && !(busyLoad > 10 && busyLoad > idleLoad + 10); attempt++) {
+  await until('the busy process to read clearly above the idle one', async () => {
     await delay(100);
     busyLoad = busySampler.sample([busy.pid!])?.cpu ?? 0;
     idleLoad = idleSampler.sample([idle.pid!])?.cpu ?? 0;
-  }
-  t.ok(busyLoad > idleLoad + 10, `busy ${busyLoad.toFixed(1)}% vs idle ${idleLoad.toFixed(1)}%`);
+    return busyLoad > clearly && busyLoad > idleLoad + clearly ? true : undefined;
+  }, 10_000, { everyMs: 0 }).catch(() => undefined);
+  t.ok(busyLoad > idleLoad + clearly, `busy ${busyLoad.toFixed(1)}% vs idle ${idleLoad.toFixed(1)}% (clearly: ${clearly.toFixed(1)} points)`);
   t.ok(procReader(idle.pid!)!.rssBytes > 1024 * 1024, 'a Node process has more than 1 MiB resident');
   busy.kill('SIGKILL');
   await once(busy, 'exit');

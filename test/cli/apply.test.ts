@@ -6,9 +6,10 @@ import { init } from '../../cli/init.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { SecretKeyring } from '../../src/secrets/keyring.js';
 import { output, runCli, tempDir } from './fixtures/cli.js';
+import { scaled } from '../helpers/wait.js';
 
 // A CLI process compiles the sources on start, which takes seconds on a busy machine.
-t.setTimeout(300_000);
+t.setTimeout(scaled(300_000));
 
 /** The example resource file of SPEC 11.3, as written there. */
 const SPEC_EXAMPLE = {

@@ -7,9 +7,10 @@ import { localHosts } from '../../src/auth/organizations.js';
 import { loadConfig } from '../../src/config/load.js';
 import { openStore } from '../../src/db/open.js';
 import { output, runCli, tempDir } from './fixtures/cli.js';
+import { scaled } from '../helpers/wait.js';
 
 // A CLI process compiles the sources on start, which takes seconds on a busy machine.
-t.setTimeout(300_000);
+t.setTimeout(scaled(300_000));
 
 const configFor = (dataDir: string) => loadConfig({ env: {}, object: { dataDir } }).config;
 const KEY = /fpk_[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]{43}/;

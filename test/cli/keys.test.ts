@@ -8,9 +8,10 @@ import { Authorizer } from '../../src/auth/authorize.js';
 import { hashSecret } from '../../src/auth/keys.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { output, runCli, tempDir } from './fixtures/cli.js';
+import { scaled } from '../helpers/wait.js';
 
 // A CLI process compiles the sources on start, which takes seconds on a busy machine.
-t.setTimeout(300_000);
+t.setTimeout(scaled(300_000));
 
 const dataDir = tempDir();
 const initialized = output();

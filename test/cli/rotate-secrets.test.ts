@@ -13,9 +13,10 @@ import { startUpstream } from '../api/fixtures/upstream.js';
 import { ServerProcess } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
 import { firstLine, output, runCli, tempDir } from './fixtures/cli.js';
+import { scaled } from '../helpers/wait.js';
 
 // CLI processes compile the sources on start and the server forks a worker: seconds each on a busy machine.
-t.setTimeout(300_000);
+t.setTimeout(scaled(300_000));
 // In-process commands read this process's environment: it must not carry a key of whoever runs the tests.
 delete process.env.FLEETPLANE_SECRETS_KEY;
 delete process.env.FLEETPLANE_SECRETS_PREVIOUS_KEY;

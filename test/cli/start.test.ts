@@ -4,8 +4,9 @@ import path from 'node:path';
 import { startCli, tempDir } from './fixtures/cli.js';
 import { autoInitialize } from '../../cli/init.js';
 import { loadConfig } from '../../src/config/load.js';
+import { scaled } from '../helpers/wait.js';
 
-t.setTimeout(300_000);
+t.setTimeout(scaled(300_000));
 
 t.test('start on an empty data directory saves the admin key with mode 0600 and, stdout not being a terminal, prints where it is instead of the key', async (t) => {
   const dataDir = tempDir();

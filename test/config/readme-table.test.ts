@@ -2,11 +2,12 @@ import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { scaled } from '../helpers/wait.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 
 t.test('the configuration table in README.md matches the schema the server validates against', async (t) => {
-  const generated = spawnSync(process.execPath, [path.join(root, 'scripts', 'config-table.mjs')], { encoding: 'utf8', timeout: 20_000 });
+  const generated = spawnSync(process.execPath, [path.join(root, 'scripts', 'config-table.mjs')], { encoding: 'utf8', timeout: scaled(20_000) });
   t.equal(generated.status, 0, generated.stderr);
   const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
   const start = readme.indexOf('<!-- config-table:start -->');

@@ -6,6 +6,7 @@ import { key } from '../auth/fixtures/tenants.js';
 import { automationApp, postJson } from '../api/fixtures/app.js';
 import crudRoutes from '../../routes/crud.js';
 import { CrudEnvelope, parseCrudEnvelope } from '../../src/crud/envelope.js';
+import { until } from '../helpers/wait.js';
 
 const fixture = await automationApp();
 t.teardown(() => fixture.close());
@@ -117,8 +118,7 @@ t.test('the same envelopes over the WebSocket', async (t) => {
   await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
   const ask = async (frame: Record<string, unknown>) => {
     socket.send(JSON.stringify(frame));
-    while (!frames.some((reply) => reply.id === frame.requestId)) await new Promise((resolve) => setTimeout(resolve, 5));
-    return frames.find((reply) => reply.id === frame.requestId);
+    return until(`the reply to ${String(frame.requestId)}`, () => frames.find((reply) => reply.id === frame.requestId), 10_000, { everyMs: 5 });
   };
   t.match(await ask({ requestId: 1, method: 'object.create', collection: 'servers_config', documents: [{ name: 'routing', type: 'routing' }] }), { ok: true, result: { insertedIds: [String] } });
   t.match(await ask({ requestId: 2, method: 'object.read', collection: 'servers_config' }), { ok: true, result: { documents: [{ name: 'routing', organization_id: acme.organization_id }] } });

@@ -3,6 +3,7 @@ import http from 'node:http';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Collection, Document } from '../../src/db/types.js';
+import { scaled } from '../helpers/wait.js';
 
 /** A server of the cluster as its inventory says. */
 export interface InventoryRecord extends Document {
@@ -228,7 +229,7 @@ function post(url: string, request: TenantRequest): Promise<{ status: number; lo
         res.on('error', reject);
       },
     );
-    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
+    req.setTimeout(scaled(10_000), () => req.destroy(new Error('request timed out')));
     req.on('error', reject);
     req.end(text);
   });

@@ -7,10 +7,11 @@ import { FAST, fleetplane, freePort, isAlive, request, tempDir, type ServerProce
 import { meshConfig, startMeshServer } from '../mesh/helpers.js';
 import { HeavyLoad, LightLoad, killLocalInstances, localInstances, logOf, runningTargets, type InventoryRecord, type TenantRequest } from './autoscaler-fleet-fixture.js';
 import { platformWithTenant, until } from './manager-fixture.js';
+import { scaled } from '../helpers/wait.js';
 
 // A platform server P with the local provider, and the tenant cluster's servers it starts (up to two at once),
 // each a real `fleetplane start` with one worker: slow on a busy machine.
-t.setTimeout(240_000);
+t.setTimeout(scaled(240_000));
 
 const MESH_SECRET = 'the-acme-cluster-mesh-secret-0123456789';
 const INTERVAL_MS = 250;
@@ -39,9 +40,10 @@ const NODE_CONFIG = {
   lifecycle: { readinessGraceMs: 500 },
   autoscaler: { enabled: true, intervalMs: INTERVAL_MS, sweepIntervalMs: SWEEP_MS },
   organizations: { graceMs: 300 },
-  mesh: { discoveryIntervalMs: 1_000, pingIntervalMs: 2_000, pongTimeoutMs: 5_000 },
+  mesh: { discoveryIntervalMs: 1_000, pingIntervalMs: 2_000, pongTimeoutMs: scaled(5_000) },
   // The local provider answers a termination once the server has exited.
-  manager: { timeoutMs: 20_000 },
+  manager: { timeoutMs: scaled(20_000) },
+  workers: { readyTimeoutMs: scaled(30_000) },
 };
 
 /** Figures of one run, in ms; written to AUTOSCALER_E2E_FIGURES when set (bench/autoscaler.mjs runs this file). */
@@ -69,7 +71,7 @@ t.test('an autoscaled cluster on the local provider grows under load, shrinks dr
     server: { id: 'platform-p', cluster: 'platform', publicUrl: parentUrl },
     mesh: { enabled: false },
     // The cleanup after a termination waits longer than the test: the records go through the cluster's sweep.
-    manager: { startupTimeoutMs: 60_000, cleanupDelayMs: 600_000, localRoot, localConfig: NODE_CONFIG },
+    manager: { startupTimeoutMs: scaled(60_000), cleanupDelayMs: 600_000, localRoot, localConfig: NODE_CONFIG },
   });
   servers.push(parent);
   await parent.readyWorkers(1);
@@ -123,7 +125,7 @@ t.test('an autoscaled cluster on the local provider grows under load, shrinks dr
   t.teardown(() => light.stop());
 
   t.test('1. load over the threshold: a second server is created, confirmed, joins the mesh and serves part of the load', async (t) => {
-    const heavy = new HeavyLoad(targets, tenant, { connections: 6, durationS: 60 });
+    const heavy = new HeavyLoad(targets, tenant, { connections: 6, durationS: scaled(60_000) / 1000 });
     const loadStartedAt = Date.now();
     await heavy.pool.start();
     try {

@@ -4,6 +4,7 @@ import { createKey } from '../../src/auth/keys.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { ServerProcess, fleetplane, request, tempDir } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { until } from '../helpers/wait.js';
 
 const ctl = (args: string[]) => fleetplane(['ctl', ...args]);
 
@@ -11,6 +12,19 @@ const scale = async (command: string, dataDir: string) => {
   const reply = await ctl(['scale', command, '--json', '--data-dir', dataDir]);
   if (reply.status !== 0) throw new Error(`ctl scale ${command}: ${reply.status} ${reply.stderr}`);
   return JSON.parse(reply.stdout).replies[0].result;
+};
+
+/**
+ * Waits until the autoscaler's status (asked over /control, cheaper than a `ctl` process per poll) satisfies
+ * `check`; the test then reads it through `ctl scale status`.
+ */
+const statusUntil = (server: ServerProcess, key: string, host: string, what: string, check: (status: any) => boolean) => {
+  let last: unknown;
+  return until(what, async () => {
+    const reply = await request(server.port, '/control', { host, key, body: { method: 'autoscaler.status', master: true } });
+    last = reply.json().replies?.[0]?.result ?? reply.body;
+    return check(last) ? true : undefined;
+  }, 30_000, { everyMs: 50, last: () => last });
 };
 
 t.test('an enabled autoscaler samples its server, decides for its cluster alone, and ctl scale pauses and resumes the cluster through its document', async (t) => {
@@ -24,8 +38,8 @@ t.test('an enabled autoscaler samples its server, decides for its cluster alone,
   t.teardown(() => server.stop());
   await server.readyWorkers(1);
 
+  await statusUntil(server, platform.adminKey, platform.host, 'the autoscaler deciding with 2 samples', (status) => status.deciding && status.samples >= 2);
   let status = await scale('status', dataDir);
-  for (let attempt = 0; attempt < 100 && !(status.deciding && status.samples >= 2); attempt++) status = await scale('status', dataDir);
   t.match(status, { paused: false, deciding: true }, 'the only running server of its cluster decides');
   t.ok(status.samples >= 2, 'the primary and its worker are sampled every interval');
 
@@ -39,7 +53,8 @@ t.test('an enabled autoscaler samples its server, decides for its cluster alone,
   t.match(await scale('pause', dataDir), { paused: true });
   const stored = await crud({ method: 'object.read', collection: 'clusters', filter: { name: 'default' } });
   t.match(stored.json().documents[0].autoscaler, { minClusterSize: 1, maxClusterSize: 1, paused: true }, "the pause is written to the cluster's document");
-  for (let attempt = 0; attempt < 100 && status.lastDecision?.reason !== 'paused'; attempt++) status = await scale('status', dataDir);
+  await statusUntil(server, platform.adminKey, platform.host, 'a decision held by the pause', (status) => status.lastDecision?.reason === 'paused');
+  status = await scale('status', dataDir);
   t.match(status, { paused: true, lastDecision: { action: 'none', reason: 'paused' } }, 'the pause holds');
   t.match(await scale('resume', dataDir), { paused: false });
 
@@ -80,8 +95,8 @@ t.test("the cluster document's policy: a bad one is refused over /crud naming th
   const created = await crud({ method: 'object.create', collection: 'clusters', documents: [{ name: 'default', autoscaler: { minClusterSize: 1, maxClusterSize: 1 } }] });
   t.equal(created.status, 200, created.body);
 
-  let status = await scale('status', dataDir);
-  for (let attempt = 0; attempt < 100 && !status.lastDecision; attempt++) status = await scale('status', dataDir);
+  await statusUntil(server, platform.adminKey, platform.host, 'a decision on the stored policy', (status) => status.lastDecision !== undefined);
+  const status = await scale('status', dataDir);
   t.match(status, { policy: { minClusterSize: 1, maxClusterSize: 1 }, lastDecision: { action: 'none', current: 1, desired: 1 } }, 'the policy in force is the stored one');
   const metrics = await request(server.port, '/metrics', { host: platform.host, key: platform.adminKey });
   t.equal(metrics.status, 200);

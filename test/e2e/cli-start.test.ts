@@ -1,13 +1,14 @@
 import t from 'tap';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { resolveWorkerCount } from '../../src/config/sizing.js';
-import { CLI, ServerProcess, cleanEnv, freePort, isAlive, request, tempDir } from '../helpers/server-process.js';
+import { CLI, ServerProcess, cleanEnv, freePort, isAlive, request, startCli, tempDir } from '../helpers/server-process.js';
+import { scaled, until } from '../helpers/wait.js';
 
 const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
-  spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 20_000, env: { ...cleanEnv(), ...env }, cwd: tempDir() });
+  spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: scaled(20_000), env: { ...cleanEnv(), ...env }, cwd: tempDir() });
 
 
 t.test('start --help prints the usage and exits 0', async (t) => {
@@ -108,32 +109,17 @@ t.test('commands that work on a store never create one: keys list on a mistyped 
 t.test('start serves, SIGTERM exits 0 with no process left; an invalid WEB_CONCURRENCY warns and falls back to auto', async (t) => {
   const port = await freePort();
   const dataDir = tempDir();
-  const child = spawn(process.execPath, [CLI, 'start', '--port', String(port), '--data-dir', dataDir], {
-    env: { ...cleanEnv(), WEB_CONCURRENCY: 'lots', FLEETPLANE_HTTP_HOST: '127.0.0.1' },
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  });
+  const child = startCli(t, ['start', '--port', String(port), '--data-dir', dataDir], { WEB_CONCURRENCY: 'lots', FLEETPLANE_HTTP_HOST: '127.0.0.1' });
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
 
-  // Until the server is ready or gone: a loaded machine boots slower, and the test's own timeout bounds the wait.
-  let ready = false;
+  // Until the server is ready or gone.
   let gone = false;
   void exited.then(() => (gone = true));
-  while (!ready && !gone) {
-    ready = await request(port, '/readyz').then((reply) => reply.status === 200, () => false);
-    if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  t.ok(ready, `readyz 200 ${gone ? `(the server exited: ${output})` : ''}`);
+  const state = await until('the server to answer /readyz 200 or exit', async () => (gone ? 'gone' : await request(port, '/readyz').then((reply) => (reply.status === 200 ? 'ready' : undefined), () => undefined)), 30_000, { everyMs: 100 });
+  t.equal(state, 'ready', `readyz 200 ${gone ? `(the server exited: ${output})` : ''}`);
   const health = await request(port, '/healthz');
   t.equal(health.status, 200);
   t.match(health.json(), { status: 'ready', worker: Number });

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ServerProcess, request, steadyLoad, tempDir } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { scaled, until } from '../helpers/wait.js';
 
 interface Reply { status: number; headers: http.IncomingHttpHeaders; json: any }
 
@@ -17,7 +18,7 @@ function post(port: number, body: unknown, options: { key?: string; host?: strin
       res.on('data', (chunk) => (data += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, json: data ? JSON.parse(data) : undefined }));
     });
-    req.setTimeout(20_000, () => req.destroy(new Error('timed out')));
+    req.setTimeout(scaled(20_000), () => req.destroy(new Error('timed out')));
     req.on('error', reject);
     req.end(text);
   });
@@ -33,9 +34,19 @@ async function start(config: Record<string, unknown> = {}) {
   return { server, acme: tenants[0]!, globex: tenants[1]! };
 }
 
+let shared: ReturnType<typeof start> | undefined;
+/**
+ * One server for the tests that leave it as they found it (each undoes what it changed): fallback redirect on,
+ * as the shedding tests need.
+ */
+function sharedServer(): ReturnType<typeof start> {
+  shared ??= start({ fallback: { redirect: 'http://lb.example.test' } });
+  return shared;
+}
+t.teardown(async () => (await shared)?.server.stop());
+
 t.test('POST /control cordons one worker: it gets no new connections while the other serves', async (t) => {
-  const { server, acme } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme } = await sharedServer();
   const cordon = await post(server.port, { method: 'cordon', worker: 1, data: true }, { key: acme.adminKey });
   t.equal(cordon.status, 200);
   t.equal(cordon.json.replies[0].worker, 1);
@@ -48,12 +59,11 @@ t.test('POST /control cordons one worker: it gets no new connections while the o
 });
 
 t.test('POST /control drain lets an in-flight request finish', async (t) => {
-  const { server, acme } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme } = await sharedServer();
   const probe = await request(server.port, '/whoami');
   const target = probe.json().worker === 1 ? 2 : 1;
   const slow = request(server.port, '/slow?ms=1200');
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await server.waitFor((event) => event.event === 'fixture:slow');
   const drained = post(server.port, { method: 'drain', worker: target, data: true }, { key: acme.adminKey });
   const reply = await slow;
   t.equal(reply.status, 200, 'in-flight request finished');
@@ -61,11 +71,11 @@ t.test('POST /control drain lets an in-flight request finish', async (t) => {
   const result = await drained;
   t.equal(result.status, 200);
   t.match(result.json.replies[0].result, { worker: target, remaining: 0 });
+  t.equal((await post(server.port, { method: 'drain', worker: target, data: false }, { key: acme.adminKey })).status, 200, 'undrained');
 });
 
 t.test('shed an organization: its host gets the 307 while another organization is served', async (t) => {
-  const { server, acme, globex } = await start({ fallback: { redirect: 'http://lb.example.test' } });
-  t.teardown(() => server.stop());
+  const { server, acme, globex } = await sharedServer();
   const shed = await post(server.port, { method: 'shed', master: true, data: [globex.organization_id] }, { key: acme.adminKey });
   t.equal(shed.status, 200, JSON.stringify(shed.json));
   const globexReply = await request(server.port, '/whoami?x=1', { host: 'globex.test' });
@@ -78,8 +88,7 @@ t.test('shed an organization: its host gets the 307 while another organization i
 });
 
 t.test("shedding the organization that owns the node's host leaves probes, metrics and /control answering, so it can be ended over HTTP", async (t) => {
-  const { server, acme } = await start({ fallback: { redirect: 'http://lb.example.test' } });
-  t.teardown(() => server.stop());
+  const { server, acme } = await sharedServer();
   t.equal((await post(server.port, { method: 'shed', master: true, data: [acme.organization_id] }, { key: acme.adminKey })).status, 200);
   t.equal((await request(server.port, '/whoami', { host: 'localhost' })).status, 307, 'its requests get the fallback');
   for (const probe of ['/healthz', '/readyz']) t.equal((await request(server.port, probe, { host: 'localhost' })).status, 200, `${probe} still answers`);
@@ -89,8 +98,7 @@ t.test("shedding the organization that owns the node's host leaves probes, metri
 });
 
 t.test('server.state.shed([...]) in code sheds those organizations, and shed(false) ends it', async (t) => {
-  const { server, globex } = await start({ fallback: { redirect: 'http://lb.example.test' } });
-  t.teardown(() => server.stop());
+  const { server, globex } = await sharedServer();
   t.same(await server.command('shed', { organizations: [globex.organization_id] }), [globex.organization_id]);
   t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 307);
   t.same(await server.command('shed', { organizations: false }), []);
@@ -98,8 +106,7 @@ t.test('server.state.shed([...]) in code sheds those organizations, and shed(fal
 });
 
 t.test('shedding is in effect when /control answers, and a worker started later knows it', async (t) => {
-  const { server, acme, globex } = await start({ fallback: { redirect: 'http://lb.example.test' } });
-  t.teardown(() => server.stop());
+  const { server, acme, globex } = await sharedServer();
   const shed = await post(server.port, { method: 'shed', master: true, data: [globex.organization_id] }, { key: acme.adminKey });
   t.equal(shed.status, 200);
   for (let i = 0; i < 4; i++) t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 307, 'no wait needed: every worker confirmed');
@@ -132,19 +139,19 @@ t.test('shedding is in effect when /control answers, and a worker started later 
 });
 
 t.test('worker restart through /control under load: zero failed requests', async (t) => {
-  const { server, acme } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme } = await sharedServer();
+  const mark = server.events.length;
   const load = steadyLoad(server.port, '/whoami', 6);
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await until('the load to flow', () => (load.stats.ok >= 50 ? true : undefined));
   const restart = await post(server.port, { method: 'restart', worker: 1 }, { key: acme.adminKey });
   t.equal(restart.status, 200);
   t.ok(restart.json.replies[0].ok);
   await server.waitFor((event) => event.event === 'worker:exit' && event.workerId === 1, 20_000);
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  const after = load.stats.ok;
+  await until('requests served after the restart', () => (load.stats.ok >= after + 50 ? true : undefined));
   const stats = await load.stop();
   t.equal(stats.failed, 0, `no failed request (${stats.errors.slice(0, 3).join('; ')})`);
-  t.ok(stats.ok > 50);
-  t.equal(server.count((event) => event.event === 'worker:crash'), 0);
+  t.equal(server.events.slice(mark).filter((event) => event.event === 'worker:crash').length, 0);
 });
 
 t.test('all workers cordoned: /control is served by the primary and uncordons', async (t) => {
@@ -196,8 +203,8 @@ t.test('reboot: 400 without confirm, 403 without hostControl, with both stops th
 });
 
 t.test('bad control envelopes: 400 naming the field, 413 over the cap, 403 without permission', async (t) => {
-  const { server, acme, globex } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme, globex } = await sharedServer();
+  const mark = server.events.length;
   const unknown = await post(server.port, { method: 'status', wroker: 1 }, { key: acme.adminKey });
   t.equal(unknown.status, 400);
   t.equal(unknown.json.error.message, 'wroker: unknown field');
@@ -218,7 +225,7 @@ t.test('bad control envelopes: 400 naming the field, 413 over the cap, 403 witho
   t.equal(otherTenant.status, 403, "another tenant's key on this host");
   const garbage = await post(server.port, undefined, { key: acme.adminKey, raw: '{"method": "status",' });
   t.equal(garbage.status, 400);
-  t.equal(server.count((event) => event.event === 'worker:crash'), 0, 'no input crashed a worker');
+  t.equal(server.events.slice(mark).filter((event) => event.event === 'worker:crash').length, 0, 'no input crashed a worker');
 });
 
 t.test('organization scope across real processes: only the workers serving the organization get the envelope, once', async (t) => {

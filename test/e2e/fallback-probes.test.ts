@@ -2,6 +2,7 @@ import t from 'tap';
 import http from 'node:http';
 import { ServerProcess, request, type Reply } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { scaled } from '../helpers/wait.js';
 
 /** One GET on a fresh connection, with a bearer key when given. */
 function get(port: number, pathname: string, key?: string): Promise<Reply> {
@@ -14,7 +15,7 @@ function get(port: number, pathname: string, key?: string): Promise<Reply> {
       res.on('data', (chunk) => (body += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body, json: () => JSON.parse(body) }));
     });
-    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
+    req.setTimeout(scaled(10_000), () => req.destroy(new Error('request timed out')));
     req.on('error', reject);
     req.end();
   });

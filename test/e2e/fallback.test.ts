@@ -1,10 +1,19 @@
 import t from 'tap';
 import { ServerProcess, request } from '../helpers/server-process.js';
 
+let shared: Promise<ServerProcess> | undefined;
+/** One two-worker server with a fallback target, for the tests that uncordon what they cordoned. */
+function sharedServer(): Promise<ServerProcess> {
+  shared ??= ServerProcess.start({ workers: 2, fallback: { redirect: 'https://lb.example.test/base/' } }).then(async (server) => {
+    await server.readyWorkers(2);
+    return server;
+  });
+  return shared;
+}
+t.teardown(async () => (await shared)?.stop());
+
 t.test('all workers cordoned: the primary answers 307 to the fallback target, readyz 503, healthz 200; uncordon serves again', async (t) => {
-  const server = await ServerProcess.start({ workers: 2, fallback: { redirect: 'https://lb.example.test/base/' } });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await sharedServer();
 
   const before = await request(server.port, '/whoami');
   t.equal(before.status, 200, 'a worker serves before cordon');
@@ -46,9 +55,7 @@ t.test('no fallback target: 503 with Retry-After', async (t) => {
 });
 
 t.test('cordoning one worker sends new connections to the other only', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await sharedServer();
   await server.command('cordon', { value: true, worker: 1 });
   for (let i = 0; i < 6; i++) t.equal((await request(server.port, '/whoami')).json().worker, 2);
   await server.command('cordon', { value: false, worker: 1 });

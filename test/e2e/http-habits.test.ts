@@ -5,8 +5,9 @@ import { gunzipSync } from 'node:zlib';
 import t from 'tap';
 import { ServerProcess, tempDir } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { scaled } from '../helpers/wait.js';
 
-t.setTimeout(120_000);
+t.setTimeout(scaled(120_000));
 
 interface Answer {
   status: number;
@@ -23,7 +24,7 @@ function send(port: number, options: { method?: string; path: string; headers: R
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: Buffer.concat(chunks) }));
     });
-    request.setTimeout(20_000, () => request.destroy(new Error('timed out')));
+    request.setTimeout(scaled(20_000), () => request.destroy(new Error('timed out')));
     request.on('error', reject);
     request.end(text);
   });

@@ -2,6 +2,7 @@ import t from 'tap';
 import https from 'node:https';
 import path from 'node:path';
 import { ServerProcess } from '../helpers/server-process.js';
+import { scaled } from '../helpers/wait.js';
 
 const TLS = path.resolve(import.meta.dirname, '..', 'fixtures', 'tls');
 
@@ -13,7 +14,7 @@ function get(port: number, pathname: string): Promise<{ status: number; headers:
       res.on('data', (chunk) => (body += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
     });
-    req.setTimeout(10_000, () => req.destroy(new Error('timed out')));
+    req.setTimeout(scaled(10_000), () => req.destroy(new Error('timed out')));
     req.on('error', reject);
     req.end();
   });

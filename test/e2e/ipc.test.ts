@@ -1,5 +1,6 @@
 import t from 'tap';
 import { ServerProcess, request } from '../helpers/server-process.js';
+import { scaled } from '../helpers/wait.js';
 
 interface Reply { server: string; worker: number; ok: boolean; result?: any; error?: { code: string; message: string } }
 interface Result { id: string; replies: Reply[]; missing: Array<{ server: string; worker?: number }> }
@@ -9,6 +10,17 @@ async function deliveries(server: ServerProcess, id: string): Promise<Map<string
   const counts = await server.command<Result>('request', { envelope: { method: 'probe.count', master: true, broadcast: true, data: { id } } });
   return new Map(counts.replies.map((reply) => [reply.result.primary ? 'primary' : `worker ${reply.result.worker}`, reply.result.count]));
 }
+
+let shared: Promise<ServerProcess> | undefined;
+/** One two-worker server for the tests that leave its workers as they found them. */
+function sharedServer(): Promise<ServerProcess> {
+  shared ??= ServerProcess.start({ workers: 2 }).then(async (server) => {
+    await server.readyWorkers(2);
+    return server;
+  });
+  return shared;
+}
+t.teardown(async () => (await shared)?.stop());
 
 t.test('targeting matrix across real processes: each envelope reaches exactly the intended processes, once', async (t) => {
   const server = await ServerProcess.start({ workers: 3 });
@@ -34,9 +46,7 @@ t.test('targeting matrix across real processes: each envelope reaches exactly th
 });
 
 t.test('a worker can address other processes; the sender is in the metadata and not echoed', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await sharedServer();
   const reply = await request(server.port, '/fixture/request', { body: { envelope: { method: 'probe', broadcast: true, master: true } } });
   t.equal(reply.status, 200);
   const sender = reply.json().from as number;
@@ -52,9 +62,7 @@ t.test('a worker can address other processes; the sender is in the metadata and 
 });
 
 t.test('request(): a handler that throws answers an error and the process lives; unknown methods answer, never hang', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await sharedServer();
   const exploded = await server.command<Result>('request', { envelope: { method: 'explode', broadcast: true } });
   t.equal(exploded.replies.length, 2);
   for (const reply of exploded.replies) t.match(reply, { ok: false, error: { code: 'handler_failed', message: 'handler exploded on purpose' } });
@@ -69,22 +77,23 @@ t.test('request(): a target killed mid-request is reported missing; the others r
   const server = await ServerProcess.start({ workers: 2 });
   t.teardown(() => server.stop());
   const ready = await server.readyWorkers(2);
-  const pending = server.command<Result>('request', { envelope: { method: 'sleep', broadcast: true, data: 800 }, timeoutMs: 3_000 });
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  const mark = server.events.length;
+  const pending = server.command<Result>('request', { envelope: { method: 'sleep', broadcast: true, data: scaled(800) }, timeoutMs: scaled(3_000) });
+  // Both workers hold the request: worker 2 dies with it in hand.
+  await server.waitFor((event) => event.event === 'fixture:sleeping' && event.worker === 2, 15_000, mark);
   process.kill(ready.find((event) => event.workerId === 2)!.pid as number, 'SIGKILL');
   const result = await pending;
   t.same(result.replies.map((reply) => reply.worker), [1]);
   t.same(result.missing, [{ server: server.events[0]!.id, worker: 2 }]);
 
-  const silent = await server.command<Result>('request', { envelope: { method: 'sleep', worker: 1, data: 2_000 }, timeoutMs: 300 });
+  // Silent far past the timeout, however late the primary's timer fires on a busy machine.
+  const silent = await server.command<Result>('request', { envelope: { method: 'sleep', worker: 1, data: scaled(2_000) }, timeoutMs: 300 });
   t.same(silent.replies, []);
   t.same(silent.missing, [{ server: server.events[0]!.id, worker: 1 }], 'a target silent past the timeout is missing');
 });
 
 t.test('status: every process answers with its server, worker, pid, status, uptime and connections', async (t) => {
-  const server = await ServerProcess.start({ workers: 2 });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await sharedServer();
   const result = await server.command<Result>('request', { envelope: { method: 'status', broadcast: true, master: true } });
   t.equal(result.replies.length, 3);
   for (const reply of result.replies) {

@@ -1,13 +1,14 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CLI, FAST, ServerProcess, cleanEnv, tempDir } from '../helpers/server-process.js';
+import { scaled } from '../helpers/wait.js';
 
 const FIXTURE = path.resolve(import.meta.dirname, '..', 'fixtures', 'lifecycle-server.mjs');
 
 /** `fleetplane <args>` against a data directory, failing loudly. */
 export function cli(...args: string[]): string {
-  const result = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: cleanEnv(), timeout: 30_000 });
+  const result = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: cleanEnv(), timeout: scaled(30_000) });
   if (result.status !== 0) throw new Error(`fleetplane ${args.join(' ')}: ${result.stderr}`);
   return result.stdout;
 }
@@ -29,12 +30,7 @@ export function platformDataDir(resources?: Record<string, unknown>): { dataDir:
  * the start.
  */
 export function spawnLifecycleServer(t: { teardown(fn: () => unknown): void }, config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): ServerProcess {
-  const child = spawn(process.execPath, [FIXTURE], {
-    detached: true,
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...cleanEnv(), ...env, FIXTURE_CONFIG: JSON.stringify({ http: { port: 0, host: '127.0.0.1' }, mesh: { enabled: false }, ...FAST, log: { level: 'info' }, ...config }) },
-  });
-  const server = new ServerProcess(child);
+  const server = ServerProcess.spawn(FIXTURE, { http: { port: 0, host: '127.0.0.1' }, mesh: { enabled: false }, ...FAST, log: { level: 'info' }, ...config }, env);
   t.teardown(() => server.stop());
   return server;
 }

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from '../helpers/server-process.js';
 import { platformDataDir, spawnLifecycleServer } from './lifecycle-fixture.js';
+import { budgetText, scaled } from '../helpers/wait.js';
 
 interface Call {
   path: string;
@@ -35,10 +36,10 @@ async function edge(t: Test, mode: { fail?: boolean; hold?: boolean } = {}) {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise((resolve) => server.close(resolve)));
   const count = (path: string) => calls.filter((call) => call.path === path).length;
-  const until = (predicate: () => boolean, timeoutMs = 15_000) =>
+  const until = (predicate: () => boolean, budgetMs = 15_000) =>
     new Promise<void>((resolve, reject) => {
       const check = () => predicate() && (waiters.delete(check), clearTimeout(timer), resolve());
-      const timer = setTimeout(() => (waiters.delete(check), reject(new Error(`edge: timed out; calls ${JSON.stringify(calls)}`))), timeoutMs);
+      const timer = setTimeout(() => (waiters.delete(check), reject(new Error(`edge: timed out after ${budgetText(budgetMs)} waiting for ${String(predicate)}; calls ${JSON.stringify(calls)}`))), scaled(budgetMs));
       waiters.add(check);
       check();
     });

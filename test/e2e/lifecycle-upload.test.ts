@@ -5,6 +5,7 @@ import { openStore } from '../../src/db/open.js';
 import { bareRepository } from '../repositories/git-fixtures.js';
 import { tempDir, type ServerProcess } from '../helpers/server-process.js';
 import { cli, platformDataDir, spawnLifecycleServer } from './lifecycle-fixture.js';
+import { until } from '../helpers/wait.js';
 
 const UPLOAD = [process.execPath, path.resolve(import.meta.dirname, '..', 'repositories', 'fixtures', 'upload-command.mjs')];
 /** The node credential the platform stored (SPEC 14.2): the upload command gets it, no log line shows it. */
@@ -101,7 +102,7 @@ t.test('kill -9 during the command keeps the reservation: the next start does no
   const w = await world(t);
   const crashing = w.start({ UPLOAD_HANG: '1' });
   // The run is recorded in a file, not an event: poll the file until it appears.
-  for (let attempt = 0; attempt < 600 && w.runs().length === 0; attempt += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+  await until('the upload command to run', () => (w.runs().length > 0 ? true : undefined), 30_000, { everyMs: 50 });
   t.equal(w.runs().length, 1);
   await crashing.stop();
   process.kill(w.runs()[0]!.pid, 'SIGKILL');

@@ -4,17 +4,10 @@ import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { ensureStandardIndexes } from '../../src/db/open.js';
 import { tempDir } from '../helpers/server-process.js';
 import { dataDirWithTenants, type Tenant } from '../helpers/tenants.js';
+import { until as waitUntil } from '../helpers/wait.js';
 
-/** Polls `probe` every 100 ms until it answers a value; throws after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+/** Polls `probe` every 100 ms until it answers a value; throws after a `budgetMs` budget (see helpers/wait.ts). */
+export const until = <T>(what: string, probe: () => Promise<T | undefined> | T | undefined, budgetMs = 60_000): Promise<T> => waitUntil(what, probe, budgetMs, { everyMs: 100 });
 
 export interface PlatformWithTenant {
   /** P's data directory: its store has the platform organization (first) and the tenant acme. */

@@ -8,9 +8,10 @@ import { freePort, request, tempDir, type ServerProcess } from '../helpers/serve
 import { dataDirWithTenants } from '../helpers/tenants.js';
 import { meshConfig, startMeshServer } from '../mesh/helpers.js';
 import { until } from './manager-fixture.js';
+import { scaled } from '../helpers/wait.js';
 
 // Two server processes (the parent P and its child C), each with a worker: slow on a busy machine.
-t.setTimeout(180_000);
+t.setTimeout(scaled(180_000));
 
 const FAILED_LINE = 'mirroring an inventory save to the manager failed';
 // Log lines are pino JSON on stdout: the server's events.

@@ -5,8 +5,9 @@ import { planApply } from '../../src/crud/apply-resources.js';
 import { request, type ServerProcess } from '../helpers/server-process.js';
 import { meshConfig, startMeshServer } from '../mesh/helpers.js';
 import { platformWithTenant, until } from './manager-fixture.js';
+import { scaled } from '../helpers/wait.js';
 
-t.setTimeout(120_000);
+t.setTimeout(scaled(120_000));
 
 const MISSED_LINE = 'managed server did not confirm its startup in time';
 type Record_ = { _id: string; master?: { status?: string } };

@@ -5,9 +5,10 @@ import { createKey } from '../../src/auth/keys.js';
 import { freePort, request, tempDir, type ServerProcess } from '../helpers/server-process.js';
 import { platformWithTenant, until } from './manager-fixture.js';
 import { meshConfig, startMeshServer, type Result } from '../mesh/helpers.js';
+import { scaled } from '../helpers/wait.js';
 
 // Three server processes (P, the tenant's T, and the one P creates), each with a worker: slow on a busy machine.
-t.setTimeout(240_000);
+t.setTimeout(scaled(240_000));
 
 const MESH_SECRET = 'the-acme-cluster-mesh-secret-0123456789';
 type Record_ = { _id: string; master?: { status?: string }; infrastructure?: { instanceId?: string } };
@@ -29,7 +30,7 @@ t.test('a platform server creates a tenant server with the local provider, sees 
     http: { port: parentPort, host: '127.0.0.1' },
     server: { id: 'platform-p', cluster: 'platform', publicUrl: parentUrl },
     mesh: { enabled: false },
-    manager: { startupTimeoutMs: 60_000, cleanupDelayMs: 2_000, localRoot },
+    manager: { startupTimeoutMs: scaled(60_000), cleanupDelayMs: 2_000, localRoot },
   });
   servers.push(parent);
   await parent.readyWorkers(1);

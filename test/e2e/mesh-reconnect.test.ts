@@ -1,6 +1,7 @@
 import t from 'tap';
 import type { ServerEvent, ServerProcess } from '../helpers/server-process.js';
 import { meshConfig, meshIds, startMeshServer, waitForPeers } from '../mesh/helpers.js';
+import { past, scaled, until } from '../helpers/wait.js';
 
 // The SPEC 6.3 schedule with a shorter base so a test sees several attempts; the formula is the production one.
 const SCHEDULE = { baseMs: 150, maxDelayMs: 600, jitterMinMs: 20, jitterMaxMs: 80, maxAttempts: 10 };
@@ -12,7 +13,7 @@ const delayBounds = (attempt: number) => {
 // B has the smallest id, so both A and C dial it: both must retry when it goes away.
 const { dbPath, ids } = meshIds('n1', 'n2', 'n3');
 const [B, A, C] = ids as [string, string, string];
-const configs = new Map(ids.map((id) => [id, meshConfig(id, dbPath, { workers: 1, mesh: { reconnect: SCHEDULE, pingIntervalMs: 1_000, pongTimeoutMs: 5_000 } })]));
+const configs = new Map(ids.map((id) => [id, meshConfig(id, dbPath, { workers: 1, mesh: { reconnect: SCHEDULE, pingIntervalMs: 1_000, pongTimeoutMs: scaled(5_000) } })]));
 const all = new Set<ServerProcess>();
 let a: ServerProcess;
 let b: ServerProcess;
@@ -45,8 +46,7 @@ t.test('kill -9 of B: A and C retry on the SPEC 6.3 schedule, and the links re-f
   await b.stop();
   for (const [index, peer] of [a, c].entries()) {
     await waitForEvent(peer, 'link:close', marks[index]!);
-    const deadline = Date.now() + 20_000;
-    while (meshEvents(peer, 'reconnect', marks[index]!).length < 4 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    await until('4 reconnect attempts', () => (meshEvents(peer, 'reconnect', marks[index]!).length >= 4 ? true : undefined), 20_000, { everyMs: 100 }).catch(() => undefined);
     const attempts = meshEvents(peer, 'reconnect', marks[index]!);
     t.ok(attempts.length >= 4, `${peer === a ? 'A' : 'C'} retried at least 4 times`);
     t.same(attempts.slice(0, 4).map((event) => event.attempt), [0, 1, 2, 3], 'attempts count up from 0');
@@ -88,7 +88,7 @@ t.test("B's explicit shutdown closes its links with 1000 and its peers stop retr
     t.equal(closed.code, 1000, `${peer === a ? 'A' : 'C'} saw close code 1000`);
   }
   // Well past the first delays of the schedule: a retrying dialer would have tried several times by now.
-  await new Promise((resolve) => setTimeout(resolve, delayBounds(0)[1] + delayBounds(1)[1] + delayBounds(2)[1] + 500));
+  await past(Date.now() + delayBounds(0)[1] + delayBounds(1)[1] + delayBounds(2)[1] + scaled(500));
   t.same(meshEvents(a, 'reconnect', marks[0]!), [], 'A never retried');
   t.same(meshEvents(c, 'reconnect', marks[1]!), [], 'C never retried');
   const record = (await a.command<any[]>('inventory')).find((entry) => entry._id === B);

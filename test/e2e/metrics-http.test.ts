@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import t from 'tap';
 import { ServerProcess, request } from '../helpers/server-process.js';
+import { scaled } from '../helpers/wait.js';
 
 const promtoolMissing = spawnSync('promtool', ['--version']).error ? 'promtool is not installed (Debian package "prometheus")' : false;
 
@@ -45,7 +46,7 @@ t.test('/metrics of a real server: HTTP requests by route pattern, the primary p
   t.notMatch(body, /^fleetplane_nodejs_active_\w+_total/m, 'no gauge named like a counter');
 
   await t.test('promtool check metrics finds nothing in the served body', { skip: promtoolMissing }, async (t) => {
-    const checked = spawnSync('promtool', ['check', 'metrics'], { input: body, encoding: 'utf8', timeout: 10_000 });
+    const checked = spawnSync('promtool', ['check', 'metrics'], { input: body, encoding: 'utf8', timeout: scaled(10_000) });
     t.equal(checked.status, 0, 'promtool exits 0');
     t.equal(`${checked.stdout}${checked.stderr}`, '', 'promtool reports nothing');
   });

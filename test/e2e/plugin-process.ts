@@ -1,7 +1,6 @@
-import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
-import { FAST, ServerProcess, cleanEnv, tempDir, type ServerEvent } from '../helpers/server-process.js';
+import { FAST, ServerProcess, tempDir, type ServerEvent } from '../helpers/server-process.js';
 
 const PLUGIN_FIXTURE = path.resolve(import.meta.dirname, '..', 'fixtures', 'plugin-server.mjs');
 
@@ -22,12 +21,7 @@ export interface PluginSpec {
  */
 export function spawnPluginServer(t: { teardown(fn: () => unknown): void }, config: Record<string, unknown>, plugins: PluginSpec[]): ServerProcess {
   const dataDir = tempDir('fleetplane-plugins-');
-  const child = spawn(process.execPath, [PLUGIN_FIXTURE], {
-    detached: true,
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...cleanEnv(), FIXTURE_CONFIG: JSON.stringify({ dataDir, http: { port: 0, host: '127.0.0.1' }, ...FAST, ...config }), FIXTURE_PLUGINS: JSON.stringify(plugins) },
-  });
-  const server = new ServerProcess(child);
+  const server = ServerProcess.spawn(PLUGIN_FIXTURE, { dataDir, http: { port: 0, host: '127.0.0.1' }, ...FAST, ...config }, { FIXTURE_PLUGINS: JSON.stringify(plugins) });
   t.teardown(async () => {
     await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
@@ -35,8 +29,6 @@ export function spawnPluginServer(t: { teardown(fn: () => unknown): void }, conf
   return server;
 }
 
-export async function started(server: ServerProcess): Promise<ServerEvent> {
-  const event = await server.waitFor((candidate) => candidate.event === 'started', 20_000);
-  server.port = event.port as number;
-  return event;
+export function started(server: ServerProcess): Promise<ServerEvent> {
+  return server.started();
 }

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { ServerProcess, request } from '../helpers/server-process.js';
+import { scaled, until } from '../helpers/wait.js';
 
 const REDIRECT = 'https://lb.example.test/';
 
@@ -15,19 +16,30 @@ function watch<T>(promise: Promise<T>) {
 
 /** Polls `/readyz` on fresh connections until a serving worker (not the fallback) answers 503. */
 async function untilWorkersNotReady(port: number): Promise<void> {
-  for (let i = 0; i < 500; i++) {
+  let last: unknown;
+  await until('a serving worker to answer /readyz 503', async () => {
     const reply = await request(port, '/readyz');
-    if (reply.status === 503 && reply.json().status !== 'fallback') return;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  throw new Error('/readyz never turned 503 on the workers');
+    last = [reply.status, reply.body];
+    return reply.status === 503 && reply.json().status !== 'fallback' ? true : undefined;
+  }, 15_000, { everyMs: 1, last: () => last });
 }
 
+let shared: Promise<ServerProcess> | undefined;
+/**
+ * A grace far longer than the tests, shared by those that end every cordon they start by cancelling it: what
+ * happens during the grace is observed, and it ends by cancellation only.
+ */
+function cordonServer(): Promise<ServerProcess> {
+  shared ??= ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: 600_000 } }).then(async (server) => {
+    await server.readyWorkers(2);
+    return server;
+  });
+  return shared;
+}
+t.teardown(async () => (await shared)?.stop());
+
 t.test('cordoning the last serving workers: /readyz 503 on every worker while they still serve 200; uncordon cancels the cordon', async (t) => {
-  // A grace far longer than the test: what happens during it is observed, and it ends by cancellation only.
-  const server = await ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: 600_000 } });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await cordonServer();
 
   await server.command('cordon', { value: true, worker: 1 });
   t.pass('cordoning one of two workers resolves without a grace');
@@ -91,7 +103,8 @@ t.test('draining the only worker of a single-process server waits the grace too,
 });
 
 t.test('graceful shutdown: /readyz 503 while the workers still serve, then the server exits 0', async (t) => {
-  const server = await ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: 3_000 } });
+  // The grace must outlast the checks made during it on a busy machine too.
+  const server = await ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: scaled(3_000) } });
   t.teardown(() => server.stop());
   await server.readyWorkers(2);
   server.signal('SIGTERM');
@@ -105,9 +118,7 @@ t.test('graceful shutdown: /readyz 503 while the workers still serve, then the s
 });
 
 t.test('a cordon sent to the workers themselves (broadcast) waits the grace too: the last one serves with /readyz 503 until it ends', async (t) => {
-  const server = await ServerProcess.start({ workers: 2, fallback: { redirect: REDIRECT }, lifecycle: { readinessGraceMs: 600_000 } });
-  t.teardown(() => server.stop());
-  await server.readyWorkers(2);
+  const server = await cordonServer();
   const broadcast = server.command<{ replies: Array<{ worker: number; ok: boolean }> }>('request', { envelope: { method: 'cordon', broadcast: true, data: true }, timeoutMs: 60_000 }, 70_000);
   const cordon = watch(broadcast);
   await untilWorkersNotReady(server.port);

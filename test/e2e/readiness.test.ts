@@ -1,4 +1,5 @@
 import t from 'tap';
+import { scaled } from '../helpers/wait.js';
 import { ServerProcess, request } from '../helpers/server-process.js';
 import { spawnPluginServer, started } from './plugin-process.js';
 
@@ -45,7 +46,7 @@ t.test('a worker calling setNotReady() / setReady() changes the readiness of the
 
 t.test('resetCircuitBreaker() after a tripped breaker refills the missing worker; readiness returns unless the operator said not ready', async (t) => {
   const server = await ServerProcess.start(
-    { workers: 2, restart: { backoffMs: 10, maxBackoffMs: 50, stabilityWindowMs: 10_000, crashThreshold: 3, crashWindowMs: 60_000, bootFailQuarantine: 0 } },
+    { workers: 2, restart: { backoffMs: 10, maxBackoffMs: 50, stabilityWindowMs: scaled(10_000), crashThreshold: 3, crashWindowMs: scaled(60_000), bootFailQuarantine: 0 } },
     { behaviour: 'crash:1', env: { FIXTURE_CRASH_AFTER_MS: '150' } },
   );
   t.teardown(() => server.stop());

@@ -3,8 +3,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CLI, cleanEnv, freePort, request, tempDir } from '../helpers/server-process.js';
+import { killOwned, own } from '../helpers/processes.js';
+import { scaled, until } from '../helpers/wait.js';
 
-t.setTimeout(180_000);
+t.setTimeout(scaled(180_000));
 
 const README = readFileSync(path.resolve(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
 
@@ -35,26 +37,16 @@ t.test('README "Three servers on one host", run as written (data directories not
   const run = script.replace(/=(80[89]\d)\b/g, (_match, port: string) => `=${ports.get(port)}`);
   t.not(run, script, 'the ports were found in the recipe');
   const cwd = workingDirectory();
-  const shell = spawn('bash', ['-c', `${run}\nwait`], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...cleanEnv(), WEB_CONCURRENCY: '1' } });
+  const shell = own(spawn('bash', ['-c', `${run}\nwait`], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...cleanEnv(), WEB_CONCURRENCY: '1' } }), { group: true });
   let output = '';
   shell.stdout!.on('data', (chunk) => (output += chunk));
   shell.stderr!.on('data', (chunk) => (output += chunk));
-  t.teardown(() => {
-    try {
-      process.kill(-shell.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  });
+  t.teardown(() => killOwned(shell));
   let exited = false;
   shell.once('exit', () => (exited = true));
 
   for (const port of [ports.get('8080')!, ports.get('8081')!, ports.get('8082')!]) {
-    let ready = false;
-    while (!ready && !exited) {
-      ready = await request(port, '/readyz').then((reply) => reply.status === 200, () => false);
-      if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const ready = await until(`the server on ${port} to be ready`, async () => (exited ? false : await request(port, '/readyz').then((reply) => reply.status === 200 || undefined, () => undefined)), 60_000, { everyMs: 100 });
     t.ok(ready, `the server on ${port} is ready ${exited ? output : ''}`);
   }
   const keyFiles = ['data-a', 'data-b', 'data-c'].map((dir) => path.join(cwd, dir, 'admin.key')).filter((file) => existsSync(file));
@@ -64,11 +56,10 @@ t.test('README "Three servers on one host", run as written (data directories not
 
   // "Check the links": the workers of all three servers answer through node A's control socket.
   let servers = new Set<string>();
-  for (let attempt = 0; servers.size < 3 && !exited; attempt++) {
-    const status = spawnSync('npx', ['fleetplane', 'ctl', 'status', '--broadcast', '--json', '--data-dir', './data-a'], { cwd, encoding: 'utf8', env: cleanEnv(), timeout: 30_000 });
+  await until('ctl status --broadcast to answer from three servers', () => {
+    const status = spawnSync('npx', ['fleetplane', 'ctl', 'status', '--broadcast', '--json', '--data-dir', './data-a'], { cwd, encoding: 'utf8', env: cleanEnv(), timeout: scaled(30_000) });
     if (status.status === 0) servers = new Set(JSON.parse(status.stdout).replies.map((reply: { server: string }) => reply.server));
-    if (servers.size < 3) await new Promise((resolve) => setTimeout(resolve, 250));
-    if (attempt > 200) break;
-  }
+    return servers.size === 3 || exited ? true : undefined;
+  }, 60_000, { everyMs: 250, last: () => [...servers] }).catch(() => undefined);
   t.same([...servers].sort(), ['node-a', 'node-b', 'node-c'], 'ctl status --broadcast answers from all three servers');
 });

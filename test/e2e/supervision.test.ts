@@ -1,4 +1,5 @@
 import t from 'tap';
+import { scaled } from '../helpers/wait.js';
 import { ServerProcess, isAlive, request } from '../helpers/server-process.js';
 
 t.test('a worker killed with SIGKILL is replaced and the replacement serves; the fleet reports degraded then recovered', async (t) => {
@@ -40,7 +41,7 @@ t.test('a worker that exits by itself with an error code is a crash and is repla
 
 t.test('crash loop: the breaker trips, readiness goes, and the primary exits 1 once no capacity is left', async (t) => {
   const server = await ServerProcess.start(
-    { workers: 2, restart: { backoffMs: 10, maxBackoffMs: 50, stabilityWindowMs: 10_000, crashThreshold: 3, crashWindowMs: 60_000, bootFailQuarantine: 0 } },
+    { workers: 2, restart: { backoffMs: 10, maxBackoffMs: 50, stabilityWindowMs: scaled(10_000), crashThreshold: 3, crashWindowMs: scaled(60_000), bootFailQuarantine: 0 } },
     { behaviour: 'crash:1', env: { FIXTURE_CRASH_AFTER_MS: '150' } },
   );
   t.teardown(() => server.stop());
@@ -112,7 +113,8 @@ t.test('event-loop lag recycling after consecutive laggy beats', async (t) => {
 });
 
 t.test('shutdown: a worker ignoring SIGTERM and SIGINT is escalated to SIGKILL, the primary exits 0', async (t) => {
-  const server = await ServerProcess.start({ workers: 2, shutdown: { timeoutMs: 600, ackTimeoutMs: 500, sigtermDelayMs: 200, sigintDelayMs: 200, drainTimeoutMs: 300 } }, { behaviour: 'stubborn:1' });
+  // The polite worker must stop within the budget on a busy machine too; the stubborn one exceeds any budget.
+  const server = await ServerProcess.start({ workers: 2, shutdown: { timeoutMs: scaled(600), ackTimeoutMs: scaled(500), sigtermDelayMs: 200, sigintDelayMs: 200, drainTimeoutMs: scaled(300) } }, { behaviour: 'stubborn:1' });
   t.teardown(() => server.stop());
   const ready = await server.readyWorkers(2);
   server.signal('SIGTERM');

@@ -6,8 +6,9 @@ import { createKey, revokeKey } from '../../src/auth/keys.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { ServerProcess, isAlive } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { scaled, until as waitUntil } from '../helpers/wait.js';
 
-t.setTimeout(240_000);
+t.setTimeout(scaled(240_000));
 
 interface Reply {
   status: number;
@@ -24,7 +25,7 @@ function post(port: number, url: string, body: unknown, options: { key?: string;
       res.on('data', (chunk) => (data += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, json: data ? JSON.parse(data) : undefined }));
     });
-    req.setTimeout(20_000, () => req.destroy(new Error('timed out')));
+    req.setTimeout(scaled(20_000), () => req.destroy(new Error('timed out')));
     req.on('error', reject);
     req.end(text);
   });
@@ -66,6 +67,17 @@ async function start(config: Record<string, unknown> = {}) {
 }
 
 type Started = Awaited<ReturnType<typeof start>>;
+
+let shared: Promise<Started> | undefined;
+/**
+ * One server for every test here: each leaves it as it found it, which `assertUntouched` checks. Its info
+ * log carries the audit lines the matrix reads.
+ */
+function sharedServer(): Promise<Started> {
+  shared ??= start({ log: { level: 'info' } });
+  return shared;
+}
+t.teardown(async () => (await shared)?.server.stop());
 
 /** What every organization must still have after the attempts: its host served, the storage as it was, every worker up and uncordoned. */
 async function assertUntouched(t: Test, started: Started) {
@@ -133,9 +145,8 @@ function expectedAllowed(kind: (typeof KINDS)[number], method: (typeof METHODS)[
 }
 
 t.test('tenant isolation matrix: every control method × target form × key kind gets the expected answer, and nothing outside the caller reaches is changed', async (t) => {
-  const started = await start({ log: { level: 'info' } });
+  const started = await sharedServer();
   const { server, serverId, platform, tenantB, platformRestricted, tenantRestricted } = started;
-  t.teardown(() => server.stop());
   const callers: Record<(typeof KINDS)[number], { key?: string; host: string; organization_id: string }> = {
     'platform admin': { key: platform.adminKey, host: 'localhost', organization_id: platform.organization_id },
     'platform restricted': { key: platformRestricted.key, host: 'localhost', organization_id: platform.organization_id },
@@ -172,9 +183,8 @@ t.test('tenant isolation matrix: every control method × target form × key kind
 });
 
 t.test("regressions: a tenant's keys cannot escalate, shed or restart the server, reach the storage or plant inventory", async (t) => {
-  const started = await start();
+  const started = await sharedServer();
   const { server, tenantA, tenantB, tenantObjects, revoked } = started;
-  t.teardown(() => server.stop());
   const asB = (url: string, body: unknown, key = tenantB.adminKey) => post(server.port, url, body, { key, host: 'b.test' });
   const objectsKeyId = tenantObjects.key_id;
 
@@ -231,19 +241,10 @@ function connect(port: number, host: string, key?: string): Promise<{ socket: We
   });
 }
 
-async function until<T>(read: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const until = <T>(read: () => T | undefined, what: string, budgetMs = 10_000): Promise<T> => waitUntil(what, read, budgetMs);
 
 t.test('regression: a WebSocket without a key receives none of its host’s events; one granted socket.subscribe does', async (t) => {
-  const { server, tenantA } = await start();
-  t.teardown(() => server.stop());
+  const { server, tenantA } = await sharedServer();
   const keyless = await connect(server.port, 'a.test');
   const keyed = await connect(server.port, 'a.test', tenantA.adminKey);
   t.teardown(() => {

@@ -3,6 +3,7 @@ import WebSocket from 'ws';
 import http from 'node:http';
 import { ServerProcess } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { past, scaled, until } from '../helpers/wait.js';
 
 function connect(port: number, options: { key?: string; host?: string } = {}): Promise<{ socket: WebSocket; frames: any[]; closed: Promise<{ code: number; reason: string }> }> {
   return new Promise((resolve, reject) => {
@@ -17,14 +18,8 @@ function connect(port: number, options: { key?: string; host?: string } = {}): P
   });
 }
 
-async function nextFrame(frames: any[], predicate: (frame: any) => boolean, timeoutMs = 10_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const found = frames.find(predicate);
-    if (found) return found;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`no matching frame; got ${JSON.stringify(frames)}`);
+function nextFrame(frames: any[], predicate: (frame: any) => boolean, budgetMs = 10_000): Promise<any> {
+  return until(`a frame ${String(predicate)}`, () => frames.find(predicate), budgetMs, { last: () => frames });
 }
 
 async function start(config: Record<string, unknown> = {}) {
@@ -32,14 +27,21 @@ async function start(config: Record<string, unknown> = {}) {
     { name: 'acme', hosts: ['localhost'] },
     { name: 'globex', hosts: ['globex.test'] },
   ]);
-  const server = await ServerProcess.start({ workers: 2, dataDir, organizations: { graceMs: 600 }, ...config });
+  const server = await ServerProcess.start({ workers: 2, dataDir, ...config });
   await server.readyWorkers(2);
   return { server, acme: tenants[0]!, globex: tenants[1]! };
 }
 
+let shared: ReturnType<typeof start> | undefined;
+/** One server for the tests that change nothing on it beyond their own sockets and store documents. */
+function sharedServer(): ReturnType<typeof start> {
+  shared ??= start();
+  return shared;
+}
+t.teardown(async () => (await shared)?.server.stop());
+
 t.test('WebSocket: authorized envelopes in, replies with the request id out', async (t) => {
-  const { server, acme } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme } = await sharedServer();
   const { socket, frames } = await connect(server.port, { key: acme.adminKey });
   t.teardown(() => socket.terminate());
   socket.send(JSON.stringify({ requestId: 7, method: 'status', broadcast: true }));
@@ -56,8 +58,7 @@ t.test('WebSocket: authorized envelopes in, replies with the request id out', as
 });
 
 t.test('garbage frames get an error frame and the socket stays up; repeated abuse closes it with 1008', async (t) => {
-  const { server, acme } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme } = await sharedServer();
   const { socket, frames, closed } = await connect(server.port, { key: acme.adminKey });
   socket.send('not json');
   const error = await nextFrame(frames, (frame) => frame.error);
@@ -71,24 +72,35 @@ t.test('garbage frames get an error frame and the socket stays up; repeated abus
 });
 
 t.test('organization grace: the last socket closing makes the organization inactive once; a reconnect within the grace cancels it', async (t) => {
-  const { server, acme } = await start();
+  // Long enough that a reconnect lands inside it on a busy machine; the exact timings are test/state/organizations.test.ts's.
+  const graceMs = scaled(1_500);
+  const { server, acme } = await start({ organizations: { graceMs } });
   t.teardown(() => server.stop());
+  const isActive = (event: { event?: string; organization_id?: unknown }) => event.event === 'organization.active' && event.organization_id === acme.organization_id;
   const first = await connect(server.port, { key: acme.adminKey });
-  const active = await server.waitFor((event) => event.event === 'organization.active' && event.organization_id === acme.organization_id);
+  const active = await server.waitFor(isActive);
   t.ok(active);
 
   first.socket.close(1000);
   await first.closed;
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  const firstClosedAt = Date.now();
   const second = await connect(server.port, { key: acme.adminKey });
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  t.teardown(() => second.socket.terminate());
+  t.ok(Date.now() - firstClosedAt < graceMs, 'reconnected within the grace');
+  // Past the first close's grace: had the reconnect not cancelled it, the organization would be inactive by now.
+  await past(firstClosedAt + graceMs + scaled(500));
   t.equal(server.count((event) => event.event === 'organization.inactive'), 0, 'reconnect within the grace: still active');
 
+  const secondClosingAt = Date.now();
   second.socket.close(1000);
   await second.closed;
   const inactive = await server.waitFor((event) => event.event === 'organization.inactive', 5_000);
   t.equal(inactive.organization_id, acme.organization_id);
-  await new Promise((resolve) => setTimeout(resolve, 800));
+  t.ok((inactive.at as number) - secondClosingAt >= graceMs, `inactive no sooner than the grace after the last close (${(inactive.at as number) - secondClosingAt} ms ≥ ${graceMs} ms)`);
+  // A new socket makes the organization active again: every event before that one is in the stream.
+  const third = await connect(server.port, { key: acme.adminKey });
+  t.teardown(() => third.socket.terminate());
+  await server.waitFor(isActive, 15_000, server.events.indexOf(inactive) + 1);
   t.equal(server.count((event) => event.event === 'organization.inactive'), 1, 'fired once');
 });
 
@@ -145,8 +157,7 @@ t.test('the WebSocket serves every envelope an HTTP route serves: custom handler
   });
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
   t.teardown(() => upstream.close());
-  const { server, acme, globex } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme, globex } = await sharedServer();
   const { socket, frames } = await connect(server.port, { key: acme.adminKey });
   t.teardown(() => socket.terminate());
   const ask = async (id: string, envelope: Record<string, unknown>) => {
@@ -175,8 +186,7 @@ t.test('the WebSocket serves every envelope an HTTP route serves: custom handler
 });
 
 t.test('refused envelopes are answers and do not close the socket; only malformed frames count toward 1008', async (t) => {
-  const { server, globex } = await start();
-  t.teardown(() => server.stop());
+  const { server, globex } = await sharedServer();
   const { socket, frames } = await connect(server.port, { host: 'globex.test', key: globex.adminKey });
   t.teardown(() => socket.terminate());
   for (let i = 0; i < 12; i++) socket.send(JSON.stringify({ requestId: i, method: 'cordon', master: true }));
@@ -187,8 +197,7 @@ t.test('refused envelopes are answers and do not close the socket; only malforme
 });
 
 t.test('an upgrade with a malformed, unknown or foreign key, or on an unknown host, is refused with 403 before the socket opens', async (t) => {
-  const { server, acme, globex } = await start();
-  t.teardown(() => server.stop());
+  const { server, acme, globex } = await sharedServer();
   const uniform = { error: { code: 'forbidden', message: 'this request is not authorized here' } };
   const unknownHost = await refusedUpgrade(server.port, { host: 'nobody.test' });
   t.same(unknownHost, { status: 403, body: uniform });

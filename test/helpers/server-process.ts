@@ -5,6 +5,8 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import http from 'node:http';
 import net from 'node:net';
+import { TEST_ENV, killOwned, own } from './processes.js';
+import { budgetText, scaled } from './wait.js';
 
 export const FIXTURE = path.resolve(import.meta.dirname, '..', 'fixtures', 'server.mjs');
 export const CLI = path.resolve(import.meta.dirname, '..', '..', 'dist', 'cli', 'main.js');
@@ -26,14 +28,32 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Defaults that keep supervision fast in tests. */
+/**
+ * Defaults that keep supervision fast in tests. The shutdown budgets are stretched by the time scale: a graceful
+ * stop of a busy machine's server must not be escalated as if it hung.
+ */
 export const FAST = {
   log: { level: 'warn' },
   restart: { backoffMs: 20, maxBackoffMs: 200, stabilityWindowMs: 500 },
-  shutdown: { timeoutMs: 3000, ackTimeoutMs: 1000, sigtermDelayMs: 300, sigintDelayMs: 300, drainTimeoutMs: 3000 },
+  shutdown: { timeoutMs: scaled(3000), ackTimeoutMs: scaled(1000), sigtermDelayMs: 300, sigintDelayMs: 300, drainTimeoutMs: scaled(3000) },
   // No readiness grace unless a test asks for one: taking the last workers out acts at once.
   lifecycle: { readinessGraceMs: 0 },
 };
+
+/**
+ * `config` with the product's timeouts a test does not mean to hit stretched by the time scale, unless the test
+ * set them itself: how long a worker may take to be ready, how long request() waits for replies, how long a
+ * request to the parent may take. On a busy machine these would otherwise fire before the test's own waits.
+ */
+export function withBudgets(config: Record<string, any>): Record<string, any> {
+  const workers = config.workers === undefined ? {} : typeof config.workers === 'object' ? config.workers : { count: config.workers };
+  return {
+    ...config,
+    workers: { readyTimeoutMs: scaled(30_000), ...workers },
+    ipc: { requestTimeoutMs: scaled(5_000), ...config.ipc },
+    manager: { timeoutMs: scaled(3_000), ...config.manager },
+  };
+}
 
 /**
  * A Fleetplane server in its own process group, with its event stream. `stop()` kills the whole group,
@@ -48,7 +68,9 @@ export class ServerProcess {
   private readonly waiters = new Set<() => void>();
   private nextCommand = 1;
 
+  /** `child` leads its own process group (spawned `detached`); it is owned for teardown from here on. */
   constructor(readonly child: ChildProcess) {
+    own(child, { group: true });
     createInterface({ input: child.stdout! }).on('line', (line) => {
       try {
         this.events.push(JSON.parse(line) as ServerEvent);
@@ -67,22 +89,44 @@ export class ServerProcess {
     );
   }
 
-  static async start(config: Record<string, unknown>, options: { behaviour?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServerProcess> {
-    const dataDir = tempDir();
-    const full = { dataDir, http: { port: 0, host: '127.0.0.1' }, ...FAST, ...config };
-    const child = spawn(process.execPath, [FIXTURE], {
+  /**
+   * Spawns a fixture server (test/fixtures/*.mjs) in its own process group with `config` (FIXTURE_CONFIG, the
+   * product's timeouts stretched by `withBudgets`); does not wait for it to start.
+   */
+  static spawn(fixture: string, config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): ServerProcess {
+    const child = spawn(process.execPath, [fixture], {
       detached: true,
       stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...cleanEnv(), FIXTURE_CONFIG: JSON.stringify(full), FIXTURE_BEHAVIOUR: options.behaviour ?? '', ...options.env },
+      env: { ...cleanEnv(), ...env, FIXTURE_CONFIG: JSON.stringify(withBudgets(config)) },
     });
-    const server = new ServerProcess(child);
-    const started = await server.waitFor((event) => event.event === 'started', 20_000);
-    server.port = started.port as number;
+    return new ServerProcess(child);
+  }
+
+  /** Waits for the fixture's `started` event and takes its port; a server that does not start is killed. */
+  async started(budgetMs = 20_000): Promise<ServerEvent> {
+    try {
+      const event = await this.waitFor((candidate) => candidate.event === 'started', budgetMs);
+      this.port = event.port as number;
+      return event;
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
+  }
+
+  static async start(config: Record<string, unknown>, options: { behaviour?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServerProcess> {
+    const full = { dataDir: tempDir(), http: { port: 0, host: '127.0.0.1' }, ...FAST, ...config };
+    const server = ServerProcess.spawn(FIXTURE, full, { FIXTURE_BEHAVIOUR: options.behaviour ?? '', ...options.env });
+    await server.started();
     return server;
   }
 
-  /** Resolves with the first event (already seen or future) matching `predicate`. */
-  waitFor(predicate: (event: ServerEvent) => boolean, timeoutMs = 15_000, from = 0): Promise<ServerEvent> {
+  /**
+   * Resolves with the first event (already seen or future, from index `from`) matching `predicate`. `budgetMs`
+   * is the quiet machine's figure, stretched by the time scale; a timeout names the predicate and the last events.
+   */
+  waitFor(predicate: (event: ServerEvent) => boolean, budgetMs = 15_000, from = 0): Promise<ServerEvent> {
+    const timeoutMs = scaled(budgetMs);
     return new Promise((resolve, reject) => {
       const check = () => {
         const found = this.events.slice(from).find(predicate);
@@ -96,7 +140,7 @@ export class ServerProcess {
       };
       const timer = setTimeout(() => {
         finish();
-        reject(new Error(`timed out after ${timeoutMs} ms; last events: ${JSON.stringify(this.events.slice(-8))}`));
+        reject(new Error(`timed out after ${budgetText(budgetMs)} waiting for ${String(predicate).slice(0, 300)}; last events: ${JSON.stringify(this.events.slice(-8))}`));
       }, timeoutMs);
       const finish = () => {
         clearTimeout(timer);
@@ -111,20 +155,22 @@ export class ServerProcess {
     return this.events.filter(predicate).length;
   }
 
-  /** Waits until `n` workers became ready since event index `from`. */
-  async readyWorkers(n: number, from = 0, timeoutMs = 20_000): Promise<ServerEvent[]> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const ready = this.events.slice(from).filter((event) => event.event === 'worker:ready');
-      if (ready.length >= n) return ready;
-      await this.waitFor((event) => event.event === 'worker:ready', Math.max(1, deadline - Date.now()), from + this.events.slice(from).indexOf(ready.at(-1)!) + 1);
+  /** Waits until `n` workers became ready since event index `from` (a budget as in `waitFor`). */
+  async readyWorkers(n: number, from = 0, budgetMs = 20_000): Promise<ServerEvent[]> {
+    const ready = () => this.events.slice(from).filter((event) => event.event === 'worker:ready');
+    try {
+      await this.waitFor(() => ready().length >= n, budgetMs, from);
+    } catch (error) {
+      throw new Error(`${n} workers ready: ${ready().length} are. ${(error as Error).message}`);
     }
+    return ready();
   }
 
-  async command<T = unknown>(cmd: string, args: Record<string, unknown> = {}, timeoutMs = 15_000): Promise<T> {
+  /** Sends the fixture a command and resolves with its result (a budget as in `waitFor`). */
+  async command<T = unknown>(cmd: string, args: Record<string, unknown> = {}, budgetMs = 15_000): Promise<T> {
     const id = this.nextCommand++;
     this.child.stdin!.write(`${JSON.stringify({ id, cmd, ...args })}\n`);
-    const reply = await this.waitFor((event) => event.reply === id, timeoutMs);
+    const reply = await this.waitFor((event) => event.reply === id, budgetMs);
     if (!reply.ok) throw new Error(String(reply.error));
     return reply.result as T;
   }
@@ -143,18 +189,16 @@ export class ServerProcess {
       }
       await this.exited;
     }
-    try {
-      process.kill(-this.child.pid!, 'SIGKILL');
-    } catch {
-      // the group is empty
-    }
+    // Workers the leader left behind: the group is killed once more, then forgotten.
+    killOwned(this.child);
   }
 }
 
+/** This environment without Fleetplane's, tap's and Node's own variables, with the run's mark and time scale. */
 export function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const key of Object.keys(env)) if (key.startsWith('FLEETPLANE_') || key.startsWith('TAP') || key === 'NODE_OPTIONS' || key === 'WEB_CONCURRENCY') delete env[key];
-  return env;
+  return { ...env, ...TEST_ENV };
 }
 
 export function isAlive(pid: number): boolean {
@@ -173,8 +217,11 @@ export interface Reply {
   json(): any;
 }
 
-/** One request on a fresh connection (no keep-alive), so each goes through the primary's hand-off. */
-/** One request to 127.0.0.1; with `body`, a JSON POST (unless `method` says otherwise). */
+/**
+ * One request to 127.0.0.1 on a fresh connection (no keep-alive, unless `agent` says otherwise), so each goes
+ * through the primary's hand-off; with `body`, a JSON POST (unless `method` says otherwise). `timeoutMs` is a
+ * budget as in `waitFor`.
+ */
 export function request(port: number, pathname: string, options: { method?: string; agent?: http.Agent; timeoutMs?: number; host?: string; body?: unknown; key?: string } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const text = options.body === undefined ? undefined : JSON.stringify(options.body);
@@ -191,16 +238,17 @@ export function request(port: number, pathname: string, options: { method?: stri
         res.on('error', reject);
       },
     );
-    req.setTimeout(options.timeoutMs ?? 10_000, () => req.destroy(new Error('request timed out')));
+    const budgetMs = options.timeoutMs ?? 10_000;
+    req.setTimeout(scaled(budgetMs), () => req.destroy(new Error(`${pathname}: no answer within ${budgetText(budgetMs)}`)));
     req.on('error', reject);
     req.end(text);
   });
 }
 
-/** The built `fleetplane` command (or another build's, `cli`), run to its end (killed after `timeoutMs`, 30 s). */
-export function fleetplane(args: string[], { cli = CLI, timeoutMs = 30_000 }: { cli?: string; timeoutMs?: number } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+/** The built `fleetplane` command (or another build's, `cli`), run to its end (killed after `timeoutMs`, 30 s scaled). */
+export function fleetplane(args: string[], { cli = CLI, timeoutMs = scaled(30_000) }: { cli?: string; timeoutMs?: number } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [cli, ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = own(spawn(process.execPath, [cli, ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] }), { group: false });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));
@@ -249,13 +297,7 @@ export function steadyLoad(port: number, pathname = '/whoami', connections = 8) 
 
 /** `fleetplane <args>` from the build, in its own process group, killed with the test if still running. */
 export function startCli(t: { teardown(fn: () => void): void }, args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...cleanEnv(), ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  });
+  const child = own(spawn(process.execPath, [CLI, ...args], { env: { ...cleanEnv(), ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] }), { group: true });
+  t.teardown(() => killOwned(child));
   return child;
 }

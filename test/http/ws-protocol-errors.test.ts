@@ -2,6 +2,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { automationApp } from '../api/fixtures/app.js';
+import { budgetText, scaled } from '../helpers/wait.js';
 
 const fixture = await automationApp();
 t.teardown(() => fixture.close());
@@ -25,8 +26,8 @@ function sendBadFrame(frame: Buffer): Promise<void> {
     const socket = net.connect(port, '127.0.0.1');
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error('the server did not close the connection within 5 s'));
-    }, 5_000);
+      reject(new Error(`the server did not close the connection within ${budgetText(5_000)}`));
+    }, scaled(5_000));
     let handshake = '';
     const onData = (chunk: Buffer) => {
       handshake += chunk.toString('latin1');

@@ -6,22 +6,21 @@ import { LocalProvider } from '../../src/manager/local-provider.js';
 import { CLI, FAST, tempDir } from '../helpers/server-process.js';
 import { testStore } from '../auth/fixtures/tenants.js';
 import { logger } from './fixtures.js';
+import { scaled, until } from '../helpers/wait.js';
 
 const API_KEY = 'fpk_localproviderkey01.the-server-key-secret-value';
 const MESH_SECRET = 'the-tenant-mesh-secret-0123456789';
 
-async function healthy(url: string, timeoutMs = 30_000): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+function healthy(url: string, budgetMs = 30_000): Promise<Record<string, unknown>> {
+  return until(`${url} to be healthy`, async () => {
     try {
       const response = await fetch(`${url}/healthz`);
       if (response.ok) return (await response.json()) as Record<string, unknown>;
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error(`${url} did not become healthy`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+    return undefined;
+  }, budgetMs, { everyMs: 100 });
 }
 
 t.test('create starts a real server with its own directory and ports; terminate stops it gracefully with exit 0', async (t) => {
@@ -31,7 +30,7 @@ t.test('create starts a real server with its own directory and ports; terminate 
   const tenant = (await createOrganization(store, { name: 'tenant', hosts: ['tenant.test'] }))._id;
   await store.close();
   const { lines, log } = logger();
-  const provider = new LocalProvider({ root: tempDir(), command: [process.execPath, CLI], baseConfig: { shutdown: FAST.shutdown, lifecycle: FAST.lifecycle, log: { level: 'warn' }, mesh: { pingIntervalMs: 3_000 } }, log });
+  const provider = new LocalProvider({ root: tempDir(), command: [process.execPath, CLI], baseConfig: { shutdown: FAST.shutdown, lifecycle: FAST.lifecycle, log: { level: 'warn' }, mesh: { pingIntervalMs: 3_000 }, workers: { readyTimeoutMs: scaled(30_000) } }, log });
   t.teardown(() => provider.stopAll());
   const created = await provider.call('create', {
     server_id: 'managed-1',
@@ -58,9 +57,10 @@ t.test('create starts a real server with its own directory and ports; terminate 
     t.notOk(JSON.stringify(created).includes(secret), 'nor in the reply');
   }
   t.equal(statSync(path.join(dataDir, 'fleetplane.config.json')).mode & 0o777, 0o600, 'the config file holding them is 0600');
-  const config = JSON.parse(readFileSync(path.join(dataDir, 'fleetplane.config.json'), 'utf8')) as { mesh: { secret: string; pingIntervalMs: number }; db: { path: string } };
+  const config = JSON.parse(readFileSync(path.join(dataDir, 'fleetplane.config.json'), 'utf8')) as { mesh: { secret: string; pingIntervalMs: number }; db: { path: string }; workers: unknown };
   t.equal(config.mesh.secret, MESH_SECRET, "the cluster's mesh secret");
   t.equal(config.mesh.pingIntervalMs, 3_000, "the base config's mesh section is kept beside the provider's fields");
+  t.same(config.workers, { readyTimeoutMs: scaled(30_000), count: 1 }, "and its workers section beside the deployment's count");
   t.equal(config.db.path, dbPath, "and the cluster's store");
 
   const stopped = await provider.call('terminate', { instanceId });

@@ -7,6 +7,7 @@ import { ManagerError } from '../../src/manager/errors.js';
 import { Manager } from '../../src/manager/manager.js';
 import { testStore } from '../auth/fixtures/tenants.js';
 import { logger } from './fixtures.js';
+import { until } from '../helpers/wait.js';
 
 const KEY = 'fpk_managerkey000001.super-secret-manager-key-value';
 
@@ -91,7 +92,7 @@ t.test('a send given up by its caller ends at once, before the parent answers an
   const { manager: m } = manager(t, stand.url, { timeoutMs: 60_000 });
   const controller = new AbortController();
   const sent = m.send({ method: 'terminateServer' }, { signal: controller.signal }).catch((caught: unknown) => caught);
-  while (stand.received.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  await waitFor(() => stand.received.length > 0);
   controller.abort();
   t.match(await sent, { code: 'parent_abandoned', message: /given up before its answer/ });
 });
@@ -146,13 +147,8 @@ t.test('the connection comes from config, else from the server inventory record,
   t.same(await resolveConnection(base, store, 's1'), { organization_id: 'p2', host: 'parent.example' });
 });
 
-async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met');
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  return true;
+function waitFor(condition: () => boolean, budgetMs = 5_000): Promise<boolean> {
+  return until(String(condition), () => (condition() ? true : undefined), budgetMs, { everyMs: 1 });
 }
 
 t.test('a parent that does not answer holds at most 64 mirrors; later saves are skipped with a bounded number of warnings', async (t) => {

@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { FAST, ServerProcess, cleanEnv, tempDir } from '../helpers/server-process.js';
+import { FAST, ServerProcess, tempDir } from '../helpers/server-process.js';
+import { budgetText, scaled } from '../helpers/wait.js';
 
 export const MESH_FIXTURE = path.resolve(import.meta.dirname, '..', 'fixtures', 'mesh-server.mjs');
 export const SECRET = 'test-mesh-secret-0123456789abcdef';
@@ -20,7 +20,8 @@ export function meshConfig(id: string, dbPath: string, overrides: Record<string,
     http: { port: 0, host: '127.0.0.1' },
     workers: 2,
     ...overrides,
-    mesh: { port: 0, host: '127.0.0.1', secret: SECRET, discoveryIntervalMs: 60_000, pingIntervalMs: 2_000, pongTimeoutMs: 5_000, ...overrides.mesh },
+    // A peer starved of CPU answers its pings late: only a much later silence is a dead link.
+    mesh: { port: 0, host: '127.0.0.1', secret: SECRET, discoveryIntervalMs: 60_000, pingIntervalMs: 2_000, pongTimeoutMs: scaled(5_000), ...overrides.mesh },
   };
 }
 
@@ -31,22 +32,16 @@ export function meshIds(...names: string[]): { dbPath: string; ids: string[] } {
 }
 
 export async function startMeshServer(config: Record<string, unknown>): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [MESH_FIXTURE], {
-    detached: true,
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...cleanEnv(), FIXTURE_CONFIG: JSON.stringify(config) },
-  });
-  const server = new ServerProcess(child);
-  const started = await server.waitFor((event) => event.event === 'started', 30_000);
-  server.port = started.port as number;
+  const server = ServerProcess.spawn(MESH_FIXTURE, config);
+  await server.started(30_000);
   return server;
 }
 
 export const idOf = (server: ServerProcess) => server.events.find((event) => event.event === 'started')!.id as string;
 
 /** Waits until the server's linked peers are exactly `expected` (ids); returns them. */
-export async function waitForPeers(server: ServerProcess, expected: string[], timeoutMs = 30_000): Promise<Peer[]> {
-  const deadline = Date.now() + timeoutMs;
+export async function waitForPeers(server: ServerProcess, expected: string[], budgetMs = 30_000): Promise<Peer[]> {
+  const deadline = Date.now() + scaled(budgetMs);
   const want = [...expected].sort().join(',');
   let peers: Peer[] = [];
   while (Date.now() < deadline) {
@@ -54,19 +49,19 @@ export async function waitForPeers(server: ServerProcess, expected: string[], ti
     if (peers.map((peer) => peer.server).join(',') === want) return peers;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`${idOf(server)}: peers ${JSON.stringify(peers)}, expected ${want}`);
+  throw new Error(`${idOf(server)}: peers ${JSON.stringify(peers)} after ${budgetText(budgetMs)}, expected ${want}`);
 }
 
 /** Waits until `check` holds for the server's peers. */
-export async function waitForPeerState(server: ServerProcess, check: (peers: Peer[]) => boolean, timeoutMs = 15_000): Promise<Peer[]> {
-  const deadline = Date.now() + timeoutMs;
+export async function waitForPeerState(server: ServerProcess, check: (peers: Peer[]) => boolean, budgetMs = 15_000): Promise<Peer[]> {
+  const deadline = Date.now() + scaled(budgetMs);
   let peers: Peer[] = [];
   while (Date.now() < deadline) {
     peers = await server.command<Peer[]>('mesh.peers');
     if (check(peers)) return peers;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`${idOf(server)}: peer state not reached; peers ${JSON.stringify(peers)}`);
+  throw new Error(`${idOf(server)}: peer state ${String(check).slice(0, 200)} not reached within ${budgetText(budgetMs)}; peers ${JSON.stringify(peers)}`);
 }
 
 /** How many times each process of the mesh (`<server>/primary`, `<server>/worker N`) received message `id`. */

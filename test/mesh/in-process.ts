@@ -7,6 +7,7 @@ import { Mesh } from '../../src/mesh/mesh.js';
 import { meshSettings } from '../../src/mesh/settings.js';
 import type { PeerTarget } from '../../src/mesh/dialer.js';
 import { SECRET } from './helpers.js';
+import { until as waitUntil } from '../helpers/wait.js';
 
 export interface InProcessMesh {
   id: string;
@@ -58,12 +59,9 @@ export async function inProcessMesh(id: string, mesh: Record<string, unknown> = 
   return state as InProcessMesh;
 }
 
-export async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+/** Waits until `check` holds (a budget as in helpers/wait.ts). */
+export async function until(check: () => boolean, what: string, budgetMs = 10_000): Promise<void> {
+  await waitUntil(what, () => (check() ? true : undefined), budgetMs);
 }
 
 /** `low` dials `high`: the larger id dials the smaller one. */

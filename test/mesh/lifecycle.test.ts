@@ -1,17 +1,14 @@
 import t from 'tap';
 import { createServer } from 'node:net';
 import { inProcessMesh, point, until, type InProcessMesh } from './in-process.js';
+import { past, scaled, until as waitUntil } from '../helpers/wait.js';
 
-const FAST = { discoveryIntervalMs: 150, pingIntervalMs: 500, pongTimeoutMs: 3_000, reconnect: { baseMs: 40, maxDelayMs: 120, jitterMinMs: 5, jitterMaxMs: 10, maxAttempts: 3 } };
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+// A starved process answers pings late: only a much longer silence is a dead link here.
+const FAST = { discoveryIntervalMs: 150, pingIntervalMs: 500, pongTimeoutMs: scaled(3_000), reconnect: { baseMs: 40, maxDelayMs: 120, jitterMinMs: 5, jitterMaxMs: 10, maxAttempts: 3 } };
 const linked = (mesh: InProcessMesh, peer: string) => async () => (await mesh.mesh.peers()).some((entry) => entry.server === peer);
 
 async function waitLinked(mesh: InProcessMesh, peer: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await linked(mesh, peer)())) {
-    if (Date.now() > deadline) throw new Error(`${mesh.id} never linked to ${peer}`);
-    await sleep(20);
-  }
+  await waitUntil(`${mesh.id} to link to ${peer}`, async () => ((await linked(mesh, peer)()) ? true : undefined));
 }
 
 const count = (mesh: InProcessMesh, event: string, from = 0) => mesh.events.slice(from).filter((entry) => entry.event === event);
@@ -33,7 +30,7 @@ t.test('close 1000 stops the dialer; only a restarted peer (new startedAt in the
   acceptor.mesh.close(1000);
   await until(() => count(dialer, 'link:close', mark).length === 1, 'the close');
   t.equal(count(dialer, 'link:close', mark)[0]!.code, 1000);
-  await sleep(1_000); // several discoveries (every 150 ms) and several schedule delays
+  await past(Date.now() + scaled(1_000)); // several discoveries (every 150 ms) and several schedule delays
   t.same(count(dialer, 'reconnect', mark), [], 'no retry while the inventory still shows the same start');
 
   acceptor = await inProcessMesh('m-a', FAST);
@@ -82,7 +79,7 @@ t.test(`at most maxAttempts retries until the next discovery, which grants a new
   await until(() => count(dialer, 'giveup').length === 1, 'give up');
   t.same(count(dialer, 'reconnect').map((event) => event.attempt), [0, 1, 2], 'three attempts (maxAttempts: 3)');
   t.match(count(dialer, 'giveup')[0], { peer: 'm-a', attempts: 3 });
-  await sleep(400);
+  await past(Date.now() + scaled(400));
   t.equal(count(dialer, 'reconnect').length, 3, 'nothing more until a discovery');
   t.ok(dialer.logs.some((line) => line.msg === 'mesh peer unreachable: waiting for the next discovery'));
 });
@@ -99,22 +96,22 @@ t.test('links carry envelopes both ways with replies merged; org scope follows t
   await Promise.all([waitLinked(a, 'm-b'), waitLinked(a, 'm-c'), waitLinked(b, 'm-c')]);
 
   const meta = { id: crypto.randomUUID(), origin: { server: 'm-a', worker: 2 }, hops: 1 };
-  const all = await a.mesh.forward({ method: 'probe', broadcast: true, data: 7, meta }, { all: true }, true, 1_000);
+  const all = await a.mesh.forward({ method: 'probe', broadcast: true, data: 7, meta }, { all: true }, true, scaled(1_000));
   t.same(all.replies.map((reply) => reply.server).sort(), ['m-b', 'm-c'], 'one reply per peer');
   t.same(all.missing, []);
-  const scoped = await a.mesh.forward({ method: 'probe', organization_id: 'org-b', meta: { ...meta, id: crypto.randomUUID() } }, { all: true, organization_id: 'org-b' }, true, 1_000);
+  const scoped = await a.mesh.forward({ method: 'probe', organization_id: 'org-b', meta: { ...meta, id: crypto.randomUUID() } }, { all: true, organization_id: 'org-b' }, true, scaled(1_000));
   t.same(scoped.replies.map((reply) => reply.server), ['m-b'], 'only the peer that serves org-b');
 
   b.mesh.organizationInactive('org-b');
   await until(() => !scopedPeers(a).includes('m-b'), 'withdrawn');
-  const later = await a.mesh.forward({ method: 'probe', organization_id: 'org-b', meta: { ...meta, id: crypto.randomUUID() } }, { all: true, organization_id: 'org-b' }, true, 1_000);
+  const later = await a.mesh.forward({ method: 'probe', organization_id: 'org-b', meta: { ...meta, id: crypto.randomUUID() } }, { all: true, organization_id: 'org-b' }, true, scaled(1_000));
   t.same(later.replies, [], 'after mesh.orgDeleted nobody gets it');
   c.mesh.organizationActive('org-b');
   await until(() => scopedPeers(a).includes('m-c'), 'announced');
-  const moved = await a.mesh.forward({ method: 'probe', organization_id: 'org-b', meta: { ...meta, id: crypto.randomUUID() } }, { all: true, organization_id: 'org-b' }, true, 1_000);
+  const moved = await a.mesh.forward({ method: 'probe', organization_id: 'org-b', meta: { ...meta, id: crypto.randomUUID() } }, { all: true, organization_id: 'org-b' }, true, scaled(1_000));
   t.same(moved.replies.map((reply) => reply.server), ['m-c'], 'org.active adds the new server');
 
-  const named = await a.mesh.forward({ method: 'probe', server: ['m-c', 'm-gone'], meta: { ...meta, id: crypto.randomUUID() } }, { servers: ['m-c', 'm-gone'] }, true, 1_000);
+  const named = await a.mesh.forward({ method: 'probe', server: ['m-c', 'm-gone'], meta: { ...meta, id: crypto.randomUUID() } }, { servers: ['m-c', 'm-gone'] }, true, scaled(1_000));
   t.same(named.missing, [{ server: 'm-gone' }], 'a named server without a link is missing');
   t.equal(a.mesh.peerUrl() !== undefined, true, 'a running peer is a fallback target');
   t.same(new Set([a.mesh.peerUrl(), a.mesh.peerUrl()]), new Set(['http://m-b.example.test', 'http://m-c.example.test']), 'rotating over the linked peers');

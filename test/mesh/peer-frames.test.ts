@@ -6,6 +6,7 @@ import { ABUSE_LIMIT } from '../../src/mesh/link.js';
 import { MeshError } from '../../src/mesh/errors.js';
 import { SECRET } from './helpers.js';
 import { inProcessMesh, until, type InProcessMesh } from './in-process.js';
+import { scaled } from '../helpers/wait.js';
 
 const MAX_FRAME = 16 * 1024;
 
@@ -66,7 +67,7 @@ t.test('a peer cannot speak for another server, nor deliver one envelope twice',
   ws.send(JSON.stringify(spoofed));
   t.match(await next(frames, (frame) => frame.id === 1), { type: 'error', code: 'bad_origin' });
 
-  const envelope = { type: 'envelope', id: 2, envelope: { method: 'probe', broadcast: true, data: 'once' }, meta: { id: randomUUID(), origin: { server: 'z-peer', worker: 3 }, hops: 1 }, timeoutMs: 500 };
+  const envelope = { type: 'envelope', id: 2, envelope: { method: 'probe', broadcast: true, data: 'once' }, meta: { id: randomUUID(), origin: { server: 'z-peer', worker: 3 }, hops: 1 }, timeoutMs: scaled(500) };
   ws.send(JSON.stringify(envelope));
   t.same(await next(frames, (frame) => frame.id === 2), { type: 'replies', id: 2, replies: [{ server: 'm-a', worker: 1, ok: true, result: 'once' }], missing: [] });
   ws.send(JSON.stringify({ ...envelope, id: 3 }));
@@ -123,7 +124,8 @@ t.test('sends past the per-link buffer cap fail with an error instead of queuein
   let sent = 0;
   const pending: Array<Promise<unknown>> = [];
   for (; sent < 2_000 && !failure; sent++) {
-    const reply = mesh.mesh.send({ method: 'mesh.echo', server: 'z-peer', data, timeoutMs: 200 });
+    // No reply ever comes: the timeout must not fire before the buffer is full, however slow this loop runs.
+    const reply = mesh.mesh.send({ method: 'mesh.echo', server: 'z-peer', data, timeoutMs: scaled(2_000) });
     pending.push(reply.catch((error) => error));
     // A call fails synchronously inside send() once the buffer is full; let it settle before the next one.
     await Promise.race([reply.catch((error) => (failure = error)), new Promise((resolve) => setImmediate(resolve))]);
@@ -133,8 +135,8 @@ t.test('sends past the per-link buffer cap fail with an error instead of queuein
   t.match((failure as MeshError).message, /send buffer to z-peer is full/);
   t.ok(sent < 2_000, 'long before 2000 frames (128 MiB) were queued');
   t.same((await mesh.mesh.peers()).map((peer) => peer.server), ['z-peer'], 'the link stays up');
-  await Promise.all(pending);
   ws.terminate();
+  await Promise.all(pending);
 });
 
 t.test("a link counts only after the peer's hello: before it, the peer is neither listed nor sent envelopes", async (t) => {

@@ -4,9 +4,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Test } from 'tap';
+import { TEST_ENV, own } from '../helpers/processes.js';
 
 export const GIT_ENV = {
   ...process.env,
+  ...TEST_ENV,
   GIT_AUTHOR_NAME: 'Test', GIT_AUTHOR_EMAIL: 'test@example.com', GIT_COMMITTER_NAME: 'Test', GIT_COMMITTER_EMAIL: 'test@example.com',
   GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null',
 };
@@ -82,13 +84,13 @@ export async function smartHttpServer(t: Test, projectRoot: string, password: st
       return;
     }
     const url = new URL(req.url!, 'http://stand-in');
-    const backend = spawn('git', ['http-backend'], {
+    const backend = own(spawn('git', ['http-backend'], {
       env: {
         ...GIT_ENV, GIT_PROJECT_ROOT: projectRoot, GIT_HTTP_EXPORT_ALL: '1', REMOTE_USER: 'x-access-token',
         PATH_INFO: url.pathname, QUERY_STRING: url.search.slice(1), REQUEST_METHOD: req.method!, CONTENT_TYPE: req.headers['content-type'] ?? '',
         ...(req.headers['content-encoding'] ? { HTTP_CONTENT_ENCODING: req.headers['content-encoding'] } : {}),
       },
-    });
+    }), { group: false });
     req.pipe(backend.stdin);
     const chunks: Buffer[] = [];
     backend.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));

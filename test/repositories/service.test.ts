@@ -5,6 +5,7 @@ import { RepositoryService, REPOSITORY_ORGANIZATION_ENV, REPOSITORY_ROOT_ENV } f
 import { systemGit, type GitRunner } from '../../src/repositories/git.js';
 import { compileProvider } from '../../src/api/provider.js';
 import { memoryLog, openTempStore, tempDir } from '../lifecycle/helpers.js';
+import { until } from '../helpers/wait.js';
 import { GIT_ENV, bareRepository, commitUpstream, gitSync, hangPushes, smartHttpServer } from './git-fixtures.js';
 
 const ORG = 'org_platform';
@@ -114,16 +115,16 @@ t.test('a hanging push is cut at its timeout, its helpers with it, and the next 
   t.match(log.lines.filter((line) => line.level !== 'info'), [{ level: 'error', details: { index: 0, reason: /timed out after 1500 ms|cut/ }, message: 'repository checkpoint failed' }]);
   t.equal(gitSync(next, 'log', '-1', '--format=%s', 'main'), 'Checkpoint of srv-1 at shutdown (SIGINT)');
   const hookPid = Number(readFileSync(pidFile, 'utf8'));
-  let alive = true;
-  for (let attempt = 0; attempt < 100 && alive; attempt += 1) {
+  const alive = () => {
     try {
       process.kill(hookPid, 0);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      return true;
     } catch {
-      alive = false;
+      return false;
     }
-  }
-  t.notOk(alive, 'the hanging hook process was killed with the push');
+  };
+  await until('the hanging hook process to be gone', () => (alive() ? undefined : true), 2_000).catch(() => undefined);
+  t.notOk(alive(), 'the hanging hook process was killed with the push');
 });
 
 t.test('the remaining shutdown budget bounds a push below its own timeout; later entries are reported, not run', async (t) => {

@@ -6,6 +6,7 @@ import { parseRepositories } from '../../src/repositories/entries.js';
 import { claimUpload, clearUploadReservations, listUploadReservations, reservationId } from '../../src/repositories/reservations.js';
 import type { Store } from '../../src/db/types.js';
 import { memoryLog, openTempStore, tempDir } from '../lifecycle/helpers.js';
+import { until } from '../helpers/wait.js';
 
 const ORG = 'org_platform';
 const CLUSTER = 'blue';
@@ -120,7 +121,7 @@ t.test('shutdown aborts an upload in flight within its budget and releases the r
   const w = await world(t, [{ url: URL_A, initialUpload: { enabled: true } }]);
   const { upload } = w.uploader({ UPLOAD_HANG: '1' });
   const running = upload.publish(w.entries());
-  while (w.runs().length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  await until('the upload command to run', () => (w.runs().length > 0 ? true : undefined));
   await upload.abort(5_000);
   t.equal((await running).get(URL_A), 'failed');
   t.same(await listUploadReservations(w.store, ORG), []);

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { ConnectionTracker } from '../../src/runtime/connections.js';
+import { scaled, until } from '../helpers/wait.js';
 
 interface Answer {
   status: number;
@@ -42,7 +43,7 @@ async function setup(t: Test) {
     });
   /** Resolves once the handler holds `count` responses. */
   const heldResponses = async (count: number) => {
-    while (held.length < count) await new Promise((resolve) => setImmediate(resolve));
+    await until(`${count} held responses`, () => (held.length >= count ? true : undefined), 10_000, { everyMs: 1 });
   };
   return { tracker, get, held, heldResponses, port };
 }
@@ -88,7 +89,7 @@ t.test('drain() closes idle connections and resolves true once they are gone', a
   const { tracker, get } = await setup(t);
   await get('/a');
   t.equal(tracker.size, 1);
-  t.equal(await tracker.drain(5_000, 0, 5), true);
+  t.equal(await tracker.drain(scaled(5_000), 0, 5), true);
   t.equal(tracker.size, 0);
 });
 
@@ -96,7 +97,7 @@ t.test('drain() waits for a busy connection to finish its response, then resolve
   const { tracker, get, held, heldResponses } = await setup(t);
   const pending = get('/hold');
   await heldResponses(1);
-  const drained = tracker.drain(5_000, 0, 5);
+  const drained = tracker.drain(scaled(5_000), 0, 5);
   held[0]!();
   t.equal((await pending).connection, 'close', 'the busy connection was told to close');
   t.equal(await drained, true);
@@ -132,10 +133,10 @@ t.test('a request that reached an idle keep-alive socket while the process stall
   socket.on('error', () => undefined);
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
   socket.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\n');
-  while (!received.includes('hello /first')) await new Promise((resolve) => setImmediate(resolve));
+  await until('the first answer', () => (received.includes('hello /first') ? true : undefined), 10_000, { everyMs: 1, last: () => received });
   received = '';
 
-  const drained = tracker.drain(5_000, 100, 10);
+  const drained = tracker.drain(scaled(5_000), 100, 10);
   // The client's next request is written to the kernel at once, then this process stalls past the idle
   // threshold before it can read it: the socket looks idle by the clock, yet holds an unread request.
   socket.write('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import t from 'tap';
 import { PrimaryMetrics, aggregateMetrics, createWorkerRegistry } from '../../src/runtime/metrics.js';
 import { HttpMetrics } from '../../src/runtime/http-metrics.js';
+import { scaled } from '../helpers/wait.js';
 
 /** The text `/metrics` serves: one worker that answered requests, the primary with its process metrics. */
 async function exposition(): Promise<string> {
@@ -56,7 +57,7 @@ t.test('every metric follows the Prometheus naming rules', async (t) => {
 const promtoolMissing = spawnSync('promtool', ['--version']).error ? 'promtool is not installed (Debian package "prometheus")' : false;
 
 t.test('the exposition passes promtool check metrics without a warning', { skip: promtoolMissing }, async (t) => {
-  const checked = spawnSync('promtool', ['check', 'metrics'], { input: await exposition(), encoding: 'utf8', timeout: 10_000 });
+  const checked = spawnSync('promtool', ['check', 'metrics'], { input: await exposition(), encoding: 'utf8', timeout: scaled(10_000) });
   t.equal(checked.status, 0, 'promtool exits 0');
   t.equal(`${checked.stdout}${checked.stderr}`, '', 'promtool reports nothing');
 });

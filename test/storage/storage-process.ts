@@ -1,7 +1,6 @@
-import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
-import { FAST, ServerProcess, cleanEnv, tempDir } from '../helpers/server-process.js';
+import { FAST, ServerProcess, tempDir } from '../helpers/server-process.js';
 import type { JsonValue } from '../../src/storage/json-value.js';
 import type { EventRecord } from './history.js';
 
@@ -23,17 +22,11 @@ export interface ProcessReport {
  */
 export async function startStorageServer(t: { teardown(fn: () => unknown): void }, config: Record<string, unknown>): Promise<ServerProcess> {
   const dataDir = tempDir('fleetplane-storage-');
-  const child = spawn(process.execPath, [STORAGE_FIXTURE], {
-    detached: true,
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...cleanEnv(), FIXTURE_CONFIG: JSON.stringify({ dataDir, http: { port: 0, host: '127.0.0.1' }, ...FAST, ...config }) },
-  });
-  const server = new ServerProcess(child);
+  const server = ServerProcess.spawn(STORAGE_FIXTURE, { dataDir, http: { port: 0, host: '127.0.0.1' }, ...FAST, ...config });
   t.teardown(async () => {
     await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  const started = await server.waitFor((event) => event.event === 'started', 20_000);
-  server.port = started.port as number;
+  await server.started();
   return server;
 }

@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import t from 'tap';
 import { automationApp } from '../api/fixtures/app.js';
 import { itemsProvider, startUpstream } from '../api/fixtures/upstream.js';
+import { until as waitUntil } from '../helpers/wait.js';
 
 const SECRET = 'webhook-secret-xyz';
 const upstream = await startUpstream();
@@ -37,9 +38,7 @@ function deliver(name: string, body: string, headers: Record<string, string>, ho
   return app.inject({ method: 'POST', url: `/webhooks/${name}`, headers: { host, 'content-type': 'application/json', ...headers }, payload: body });
 }
 const logged = (pattern: RegExp) => fixture.logs.some((line) => pattern.test(line));
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10));
-}
+const until = (condition: () => boolean): Promise<unknown> => waitUntil(String(condition), () => (condition() ? true : undefined));
 
 t.test('a GitHub-style signed push → 202, and the mapped workflow reaches the provider after the reply', async (t) => {
   const before = upstream.hits.length;

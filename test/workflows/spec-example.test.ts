@@ -7,9 +7,10 @@ import { runCli } from '../cli/fixtures/cli.js';
 import { ServerProcess, tempDir } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
 import { startUpstream } from '../api/fixtures/upstream.js';
+import { scaled } from '../helpers/wait.js';
 
 // A CLI process compiles the sources on start, and a server forks a worker: slow on a busy machine.
-t.setTimeout(300_000);
+t.setTimeout(scaled(300_000));
 
 /** SPEC 11.3's example resource file, character for character, but for the provider's port. */
 const EXAMPLE = `{
@@ -34,7 +35,7 @@ function post(port: number, url: string, body: string, headers: Record<string, s
         response.on('end', () => resolve({ status: response.statusCode!, json: text ? JSON.parse(text) : undefined }));
       },
     );
-    request.setTimeout(30_000, () => request.destroy(new Error('timed out')));
+    request.setTimeout(scaled(30_000), () => request.destroy(new Error('timed out')));
     request.on('error', reject);
     request.end(body);
   });

@@ -1,0 +1,16 @@
+// Runs once before the test files (tap's `before`): refuses a bad FLEETPLANE_TEST_TIME_SCALE with one line and
+// a non-zero exit, which stops the whole run; ends what earlier runs that died left behind; says which time
+// scale the files start with.
+import { killLeftovers } from './leftovers.mjs';
+
+let timeScale;
+try {
+  // Reading the factor throws on a bad value: the one line is its message.
+  timeScale = await import('./time-scale.mjs');
+} catch (error) {
+  process.stderr.write(`${error.message}\n`);
+  process.exit(1);
+}
+const stale = killLeftovers({ stale: true });
+if (stale.length > 0) process.stderr.write(`killed ${stale.length} processes left by earlier test runs: ${stale.map((entry) => entry.pid).join(' ')}\n`);
+process.stderr.write(`${timeScale.describeTimeScale()}; each test file re-reads the load when it starts\n`);
