@@ -11,7 +11,7 @@ Send a control envelope to a running server and print the replies.
 
 Targets (at least one):
   --server ID        a server (repeatable)
-  --worker N         a worker number (repeatable)
+  --worker N...      worker numbers: --worker 1 2, --worker 1 --worker 2 or --worker 1,2
   --master           the primary
   --broadcast        every worker (of every server when no --server is given)
   --org ID           only workers serving this organization
@@ -47,12 +47,40 @@ export function scaleArgv(argv: string[]): string[] {
   return [`autoscaler.${command}`, ...rest, ...(targeted ? [] : ['--master'])];
 }
 
+const WORKER_FORMS = '--worker 1 2, --worker 1 --worker 2 or --worker 1,2';
+
+/**
+ * `--worker 1 2` as the usage writes it: the numbers after a `--worker N` belong to it (a method is never a bare
+ * number), as do `--worker 1,2` and `--worker=1`. Anything else after `--worker` is one line with the forms.
+ */
+export function workerArgv(argv: string[]): string[] {
+  const out: string[] = [];
+  const numbers = (raw: string | undefined) => {
+    if (raw === undefined || !/^\d+(,\d+)*$/.test(raw)) throw new CliError(`--worker takes worker numbers (${WORKER_FORMS}), got ${raw === undefined ? 'nothing' : `"${raw}"`}`, 2);
+    for (const number of raw.split(',')) out.push('--worker', number);
+  };
+  for (let index = 0; index < argv.length; index++) {
+    const arg = argv[index]!;
+    if (arg === '--') {
+      out.push(...argv.slice(index));
+      break;
+    }
+    if (arg !== '--worker' && !arg.startsWith('--worker=')) {
+      out.push(arg);
+      continue;
+    }
+    numbers(arg === '--worker' ? argv[++index] : arg.slice('--worker='.length));
+    while (/^\d+$/.test(argv[index + 1] ?? '')) numbers(argv[++index]);
+  }
+  return out;
+}
+
 export async function ctl(argv: string[]): Promise<void> {
   let parsed: ReturnType<typeof parse>;
   try {
-    parsed = parse(scaleArgv(argv));
+    parsed = parse(workerArgv(scaleArgv(argv)));
   } catch (error) {
-    throw usageError(error, CTL_USAGE);
+    throw error instanceof CliError ? error : usageError(error, CTL_USAGE);
   }
   const { values, positionals } = parsed;
   if (values.help) {
@@ -68,10 +96,7 @@ export async function ctl(argv: string[]): Promise<void> {
       throw new CliError(`--value is not JSON: ${values.value}`, 2);
     }
   }
-  const numbers = (values.worker ?? []).map((raw) => {
-    if (!/^\d+$/.test(raw)) throw new CliError(`--worker takes a worker number, got "${raw}"`, 2);
-    return Number(raw);
-  });
+  const numbers = (values.worker ?? []).map(Number);
   const envelope: Record<string, unknown> = { method: positionals[0] };
   if (values.server?.length) envelope.server = values.server.length === 1 ? values.server[0] : values.server;
   if (numbers.length) envelope.worker = numbers.length === 1 ? numbers[0] : numbers;

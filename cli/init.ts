@@ -3,7 +3,7 @@ import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AlreadyInitializedError, initializeStore, isInitialized } from '../src/auth/bootstrap.js';
 import { normalizeHosts } from '../src/auth/host.js';
-import { localHosts } from '../src/auth/organizations.js';
+import { localHosts, ORGANIZATION_ID_PATTERN } from '../src/auth/organizations.js';
 import { loadConfig } from '../src/config/load.js';
 import type { ResolvedConfig } from '../src/config/schema.js';
 import { databaseName } from '../src/db/mongodb/settings.js';
@@ -15,12 +15,15 @@ export const ADMIN_KEY_FILE = 'admin.key';
 
 export const INIT_USAGE = `Usage: fleetplane init [options]
 
-Create the first organization and an admin key, and print the key once.
+Create the first organization of a new store (its platform organization) and an admin key, and print the
+key once. More organizations: "fleetplane orgs create".
 
 Options:
   --org NAME          organization name (default "default")
   --host HOST         a host name that reaches the organization; repeat for more
                       (default: localhost, 127.0.0.1, ::1 and this machine's name)
+  --id ID             the id the organization already has in another store, e.g. a tenant's id on its
+                      parent, for a tenant cluster's own store (24 hex digits; default: a new id)
   --json              print {"organization_id","key_id","key"} as one JSON object
   --config PATH       config file (default: ./fleetplane.config.json, or FLEETPLANE_CONFIG)
   --data-dir DIR      data directory (default ./data)
@@ -70,7 +73,7 @@ export async function withStore<T>(
 
 /** `out` is where the command prints (stdout; tests pass their own stream). */
 export async function init(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<void> {
-  const options = { ...STORE_OPTIONS, org: { type: 'string' }, host: { type: 'string', multiple: true } } as const;
+  const options = { ...STORE_OPTIONS, org: { type: 'string' }, host: { type: 'string', multiple: true }, id: { type: 'string' } } as const;
   const { values } = withUsage(INIT_USAGE, () => parseArgs({ args: argv, options, strict: true }));
   if (values.help) {
     out.write(`${INIT_USAGE}\n`);
@@ -80,13 +83,14 @@ export async function init(argv: string[], out: NodeJS.WritableStream = process.
   if (name.length === 0 || name.length > 128) throw new CliError('--org must be 1 to 128 characters', 2);
   const hosts = values.host ? normalizeHosts(values.host) : localHosts();
   if (!hosts || hosts.length === 0) throw new CliError(`--host must be host names (got ${values.host?.join(', ')})`, 2);
+  if (values.id !== undefined && !ORGANIZATION_ID_PATTERN.test(values.id)) throw new CliError(`--id takes an organization id as another store printed it (24 hex digits), got "${values.id}"`, 2);
   await withStore(values, async (store, config) => {
     let created;
     try {
-      created = await initializeStore(store, { name, hosts });
+      created = await initializeStore(store, { name, hosts }, { id: values.id });
     } catch (error) {
       if (error instanceof AlreadyInitializedError) {
-        throw new CliError(`the store (${describeStore(config)}) is already initialized; create more keys with "fleetplane keys create"`, 1);
+        throw new CliError(`the store (${describeStore(config)}) is already initialized; add an organization with "fleetplane orgs create", a key with "fleetplane keys create"`, 1);
       }
       throw error;
     }

@@ -8,12 +8,13 @@ import { CliError, MAIN_USAGE } from './usage.js';
 const start = async (argv: string[]) => (await import('./start.js')).start(argv);
 const init = async (argv: string[]) => (await import('./init.js')).init(argv);
 const keys = async (argv: string[]) => (await import('./keys.js')).keys(argv);
+const orgs = async (argv: string[]) => (await import('./orgs.js')).orgs(argv);
 const ctl = async (argv: string[]) => (await import('./ctl.js')).ctl(argv);
 const apply = async (argv: string[]) => (await import('./apply.js')).apply(argv);
 const openapi = async (argv: string[]) => (await import('./openapi.js')).openapi(argv);
 const status = async (argv: string[]) => (await import('./status.js')).status(argv);
 const upgrade = async (argv: string[]) => (await import('./upgrade.js')).upgrade(argv);
-const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, keys, ctl, apply, openapi, status, upgrade };
+const commands: Record<string, (argv: string[]) => Promise<void>> = { start, init, orgs, keys, ctl, apply, openapi, status, upgrade };
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;

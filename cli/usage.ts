@@ -47,7 +47,8 @@ export const MAIN_USAGE = `Usage: fleetplane <command> [options]
 
 Commands:
   start      boot the server (primary + workers)
-  init       create the first organization and an admin key
+  init       create the first organization of a store and an admin key
+  orgs       create or list organizations (tenants)
   keys       create, list or revoke keys; rotate the key that seals stored secrets
   ctl        send a control envelope to a running server
   apply      create or update apis, workflows, webhooks, servers_config, organizations from a file

@@ -5,6 +5,7 @@ import { duplicatedHeader } from '../src/http/duplicate-headers.js';
 import { StoreError } from '../src/db/errors.js';
 import { RateLimitedWarnings } from '../src/logging/rate-limited.js';
 import { FleetplaneError, errorBody } from '../src/errors.js';
+import { declaredFieldLike, misspelledAs, schemaAt, unknownField } from '../src/schema/field-hint.js';
 import { sendError } from './error-reply.js';
 import { closeUpgradeOnAnswer, refuseDuplicateHeader } from './request-guard.js';
 
@@ -22,20 +23,30 @@ const CODES: Record<number, string> = {
   503: 'unavailable',
 };
 
-/** The first schema violation, naming the field: `worker: must be integer`, `wroker: unknown field`. */
-export function validationMessage(error: FastifyError): string {
+/**
+ * The first schema violation, naming the field: `worker: must be integer`, `wroker: unknown field`. With the
+ * request, an unknown field names the declared one it is close to (`colection: unknown field (did you mean
+ * "collection"?)`), also when the violation reported first is the required field it misspells.
+ */
+export function validationMessage(error: FastifyError, request?: FastifyRequest): string {
   const [first] = error.validation!;
   const params = (first!.params ?? {}) as { additionalProperty?: string; missingProperty?: string };
-  let field = (first!.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.');
+  const at = (first!.instancePath ?? '').replace(/^\//, '').split('/').filter(Boolean);
+  let field = at.join('.');
   let message = first!.message ?? 'is invalid';
+  const context = error.validationContext;
+  const schema = request && context ? schemaAt((request.routeOptions.schema as Record<string, unknown> | undefined)?.[context], at) : undefined;
+  const name = (key: string) => (field ? `${field}.${key}` : key);
   if (first!.keyword === 'additionalProperties' && params.additionalProperty) {
-    field = field ? `${field}.${params.additionalProperty}` : params.additionalProperty;
-    message = 'unknown field';
+    field = name(params.additionalProperty);
+    message = unknownField(declaredFieldLike(schema, params.additionalProperty));
   } else if (first!.keyword === 'required' && params.missingProperty) {
-    field = field ? `${field}.${params.missingProperty}` : params.missingProperty;
-    message = 'is required';
+    const value = request && context ? at.reduce<unknown>((parent, key) => (parent as Record<string, unknown> | undefined)?.[key], (request as unknown as Record<string, unknown>)[context === 'querystring' ? 'query' : context]) : undefined;
+    const misspelled = misspelledAs(schema, value, params.missingProperty);
+    field = name(misspelled ?? params.missingProperty);
+    message = misspelled ? unknownField(params.missingProperty) : 'is required';
   }
-  return `${field || error.validationContext || 'request'}: ${message}`;
+  return `${field || context || 'request'}: ${message}`;
 }
 
 /**
@@ -56,7 +67,7 @@ const errors: FastifyPluginAsync = async (app) => {
       request.log.error({ err: error }, 'request failed');
       return sendError(reply, status, errorBody(status === 503 ? 'unavailable' : 'internal', 'internal error'));
     }
-    if (error.validation?.length) return sendError(reply, 400, errorBody('invalid_request', validationMessage(error)));
+    if (error.validation?.length) return sendError(reply, 400, errorBody('invalid_request', validationMessage(error, request)));
     return sendError(reply, status, errorBody(CODES[status] ?? 'bad_request', error.message));
   });
   app.setNotFoundHandler((request, reply) => {

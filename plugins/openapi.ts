@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
+import swaggerUi, { type FastifySwaggerUiConfigOptions, type FastifySwaggerUiOptions } from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifySchema, RouteOptions } from 'fastify';
 import { packageFacts } from '../src/package.js';
@@ -44,6 +44,9 @@ function documented(schema: DeclaredSchema | undefined, url: string, route: Rout
   if (route.websocket) {
     declared.hide = false;
     declared.response = { 101: SWITCHING_PROTOCOLS_REPLY, ...(declared.response as Responses | undefined) };
+    // The UI cannot open a WebSocket: it offers no "Try it out" for the operation and says how to connect instead.
+    declared.description = `${declared.description ?? ''}\n\n${WEBSOCKET_HOW_TO}`;
+    (declared as Record<string, unknown>)[WEBSOCKET_EXTENSION] = true;
   }
   if (declared.hide) return { schema: declared, url };
   if (!declared.security) declared.security = securityOf(documentedUrl);
@@ -55,6 +58,54 @@ function documented(schema: DeclaredSchema | undefined, url: string, route: Rout
   const params = { ...declared.params, properties: { ...others, path: wildcard }, required: ['path'] };
   return { schema: { ...declared, params }, url: `${documentedUrl.slice(0, -1)}{path}` };
 }
+
+const MARK = '<rect x="2" y="4" width="32" height="32" rx="7" fill="#4f9dde"/><path d="M12 11h13v4.5h-8.5v3.5h7.5v4.5h-7.5v7.5h-4.5z" fill="#fff"/>';
+const LOGO = `<svg xmlns="http://www.w3.org/2000/svg" width="190" height="40" viewBox="0 0 190 40">${MARK}<text x="44" y="28" font-family="sans-serif" font-size="22" font-weight="600" fill="#fff">Fleetplane</text></svg>`;
+const FAVICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 36 40">${MARK}</svg>`;
+
+type SwaggerUIPlugin = NonNullable<FastifySwaggerUiConfigOptions['plugins']>[number];
+
+/** Marks an operation that is a WebSocket, not a request the UI can send. */
+const WEBSOCKET_EXTENSION = 'x-websocket';
+const WEBSOCKET_HOW_TO =
+  'This is a WebSocket, so this page cannot try it. Connect with any WebSocket client, e.g. from the server\'s directory: ' +
+  "`KEY=$(cat data/admin.key) node -e \"const s = new (require('ws'))('ws://localhost:8080/ws', { headers: { authorization: 'Bearer ' + process.env.KEY } }); " +
+  "s.on('open', () => s.send(JSON.stringify({ requestId: 1, method: 'status', master: true }))); s.on('message', (m) => { console.log(String(m)); s.close(); })\"`";
+
+/**
+ * The UI (`GET /docs`) as Fleetplane's: its title and logo, one URL per operation (deep linking), and no
+ * "Try it out" for a WebSocket operation. The functions are sent to the browser as their source (the UI
+ * plugin serializes them), so they use nothing but the page's globals.
+ */
+const DOCS_UI: FastifySwaggerUiOptions = {
+  routePrefix: '/docs',
+  uiConfig: {
+    deepLinking: true,
+    displayRequestDuration: true,
+    plugins: [
+      // The UI's own plugin that loads the document, kept beside this one.
+      (system: unknown) => (globalThis as unknown as { SwaggerUIBundle: { plugins: { DownloadUrl: SwaggerUIPlugin } } }).SwaggerUIBundle.plugins.DownloadUrl(system),
+      () => ({
+        statePlugins: {
+          spec: {
+            wrapSelectors: {
+              allowTryItOutFor:
+                (original: (...args: unknown[]) => boolean, system: { specSelectors: { specJson: () => { getIn: (path: string[]) => unknown } } }) =>
+                (state: unknown, path: string, method: string) =>
+                  system.specSelectors.specJson().getIn(['paths', path, method, 'x-websocket']) === true ? false : original(state, path, method),
+            },
+          },
+        },
+      }),
+    ],
+  },
+  theme: {
+    title: 'Fleetplane API',
+    css: [{ filename: 'fleetplane.css', content: '.swagger-ui .topbar .download-url-wrapper { display: none; } .swagger-ui .topbar { background: #1d2a3a; }' }],
+    favicon: [{ filename: 'favicon.svg', rel: 'icon', sizes: 'any', type: 'image/svg+xml', content: FAVICON }],
+  },
+  logo: { type: 'image/svg+xml', content: LOGO, href: '/docs' },
+};
 
 /** `server.publicUrl` when configured; else the document's own origin (a relative server). */
 function serversOf(publicUrl: string | undefined) {
@@ -98,7 +149,7 @@ const openapi: FastifyPluginAsync = async (app) => {
     },
     transform: ({ schema, url, route }) => documented(schema as DeclaredSchema | undefined, url, route as RouteOptions, securityOf),
   });
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: false } });
+  await app.register(swaggerUi, DOCS_UI);
 
   app.get(
     '/openapi.json',

@@ -1,6 +1,6 @@
 // Prints the configuration reference (every field, its default, its environment variable) as a markdown
 // table, from the same schema the server validates against. `node scripts/config-table.mjs --write`
-// replaces the table between the markers in README.md.
+// replaces the table between the markers in docs/configuration.md (test/config/readme-table.test.ts checks it).
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigSchema, leafPaths } from '../dist/src/config/schema.js';
@@ -25,13 +25,13 @@ const rows = leafPaths().map((leaf) => {
 const table = ['| field | default | environment | meaning |', '|---|---|---|---|', ...rows].join('\n');
 
 if (process.argv.includes('--write')) {
-  const file = path.join(root, 'README.md');
+  const file = path.join(root, 'docs', 'configuration.md');
   const readme = readFileSync(file, 'utf8');
   const start = '<!-- config-table:start -->';
   const end = '<!-- config-table:end -->';
   const from = readme.indexOf(start);
   const to = readme.indexOf(end);
-  if (from < 0 || to < 0) throw new Error('README.md has no config-table markers');
+  if (from < 0 || to < 0) throw new Error('docs/configuration.md has no config-table markers');
   writeFileSync(file, `${readme.slice(0, from + start.length)}\n${table}\n${readme.slice(to)}`);
 } else {
   process.stdout.write(`${table}\n`);

@@ -11,14 +11,15 @@ export async function isInitialized(store: Store): Promise<boolean> {
 }
 
 /**
- * `fleetplane init` and the first `start`: the first organization and its admin key. Two processes racing here
+ * `fleetplane init` and the first `start`: the first organization and its admin key (`options.id`: see
+ * `createOrganization`). Two processes racing here
  * collide on the unique host index; the loser reports an initialized store rather than a second organization.
  */
-export async function initializeStore(store: Store, input: CreateOrganizationInput): Promise<CreatedKey> {
+export async function initializeStore(store: Store, input: CreateOrganizationInput, options: { id?: string } = {}): Promise<CreatedKey> {
   if (await isInitialized(store)) throw new AlreadyInitializedError('the store is already initialized');
   let organizationId: string;
   try {
-    organizationId = (await createOrganization(store, input))._id;
+    organizationId = (await createOrganization(store, input, options))._id;
   } catch (error) {
     if (error instanceof TenancyError && (await isInitialized(store))) throw new AlreadyInitializedError('the store is already initialized');
     throw error;

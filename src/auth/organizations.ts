@@ -20,8 +20,15 @@ export const CreateOrganizationInput = Type.Object(
 // `Static` cannot express the restriction objects of `Permissions`; the written-out type stands in for it.
 export type CreateOrganizationInput = Omit<Static<typeof CreateOrganizationInput>, 'defaultPermissions'> & { defaultPermissions?: PermissionsMap };
 
-/** Creates an organization reached through `hosts`; a host already taken by another organization is refused. */
-export async function createOrganization(store: Store, input: CreateOrganizationInput): Promise<OrganizationDocument> {
+/** An organization id as the store makes them (`newId`): 12 hex digits of time, 12 random ones. */
+export const ORGANIZATION_ID_PATTERN = /^[0-9a-f]{24}$/;
+
+/**
+ * Creates an organization reached through `hosts`; a host already taken by another organization is refused.
+ * `id` gives it the id it already has in another store (a tenant's stores share its id); default: a new one.
+ */
+export async function createOrganization(store: Store, input: CreateOrganizationInput, options: { id?: string } = {}): Promise<OrganizationDocument> {
+  if (options.id !== undefined && !ORGANIZATION_ID_PATTERN.test(options.id)) throw new TenancyError(`invalid organization: _id: not an organization id: ${options.id}`);
   if (!Value.Check(CreateOrganizationInput, input)) {
     const error = Value.Errors(CreateOrganizationInput, input).First();
     throw new TenancyError(`invalid organization: ${error?.path.replace(/^\//, '').replaceAll('/', '.') || 'input'}: ${error?.message ?? 'invalid'}`);
@@ -31,7 +38,7 @@ export async function createOrganization(store: Store, input: CreateOrganization
   // The first organization of a store is the platform organization (SPEC 8.4): the one that owns its servers.
   const platform = (await store.collection('organizations').countDocuments()) === 0;
   const document: OrganizationDocument = {
-    _id: newId(),
+    _id: options.id ?? newId(),
     name: input.name,
     hosts,
     ...(input.defaultPermissions ? { defaultPermissions: input.defaultPermissions } : {}),

@@ -1,5 +1,5 @@
 import type { LifecycleLog, NodeScope } from '../lifecycle/ports.js';
-import type { RepositoryEntry } from './entries.js';
+import { clusterDocumentFilter, type RepositoryEntry } from './entries.js';
 import { GitError, runCommand } from './git.js';
 import { claimUpload, releaseUpload, type ReservationKey } from './reservations.js';
 
@@ -120,7 +120,7 @@ export class InitialUpload {
   }
 
   #clusterFilter() {
-    return { _id: this.deps.clusterId, organization_id: this.deps.organizationId };
+    return clusterDocumentFilter(this.deps.clusterId, this.deps.organizationId);
   }
 
   /** Where the entry of `url` sits in the stored list now, and whether it is already marked completed. */

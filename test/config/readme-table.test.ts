@@ -6,12 +6,12 @@ import { scaled } from '../helpers/wait.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 
-t.test('the configuration table in README.md matches the schema the server validates against', async (t) => {
+t.test('the configuration table in docs/configuration.md matches the schema the server validates against', async (t) => {
   const generated = spawnSync(process.execPath, [path.join(root, 'scripts', 'config-table.mjs')], { encoding: 'utf8', timeout: scaled(20_000) });
   t.equal(generated.status, 0, generated.stderr);
-  const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+  const readme = readFileSync(path.join(root, 'docs', 'configuration.md'), 'utf8');
   const start = readme.indexOf('<!-- config-table:start -->');
   const end = readme.indexOf('<!-- config-table:end -->');
-  t.ok(start >= 0 && end > start, 'README has the table markers');
+  t.ok(start >= 0 && end > start, 'docs/configuration.md has the table markers');
   t.equal(readme.slice(start + '<!-- config-table:start -->'.length, end).trim(), generated.stdout.trim(), 'regenerate with: npm run build && node scripts/config-table.mjs --write');
 });

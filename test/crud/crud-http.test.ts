@@ -86,7 +86,9 @@ t.test('bad envelopes are 4xx naming the problem and change nothing', async (t) 
     [{ method: 'object.read', collection: 'apis', filter: { $where: 'x' } }, 400, /\$where/],
     [{ method: 'object.read', collection: 'apis', limit: 0 }, 400, /^limit/],
     [{ method: 'object.read', collection: 'a b' }, 400, /^collection/],
-    [{ method: 'object.read', collection: 'apis', colection: 'x' }, 400, /^colection: unknown field/],
+    [{ method: 'object.read', collection: 'apis', colection: 'x' }, 400, /^colection: unknown field \(did you mean "collection"\?\)$/],
+    [{ method: 'object.read', colection: 'apis' }, 400, /^colection: unknown field \(did you mean "collection"\?\)$/],
+    [{ method: 'object.read', collection: 'apis', bogus: 1 }, 400, /^bogus: unknown field$/],
     [{ method: 'object.drop', collection: 'apis' }, 400, /^method/],
     [{ method: 'object.update', collection: 'apis', filter: {}, update: { name: 'x' } }, 400, /operators/],
     [{ method: 'object.update', collection: 'organizations', filter: {}, update: { $set: { name: 'x' } } }, 400, /organizations are changed with "fleetplane apply"/],
@@ -126,6 +128,7 @@ t.test('the same envelopes over the WebSocket', async (t) => {
   for (let i = 0; i < 6; i++) t.match(await ask({ requestId: `dup-${i}`, method: 'object.create', collection: 'servers_config', documents: [{ name: 'routing', type: 'routing' }] }), { ok: false, error: { code: 'duplicate_key' } });
   t.equal(socket.readyState, WebSocket.OPEN, 'refused CRUD envelopes do not count as abuse');
   t.match(await ask({ requestId: 4, method: 'object.read', collection: 'x', bogus: 1 }), { ok: false, error: { code: 'invalid_envelope', message: /^bogus: unknown field/ } });
+  t.match(await ask({ requestId: 5, method: 'object.read', colection: 'x' }), { ok: false, error: { code: 'invalid_envelope', message: 'colection: unknown field (did you mean "collection"?)' } });
 });
 
 t.test('the route checks its body against the very CrudEnvelope schema the engine then trusts', async (t) => {
