@@ -19,7 +19,7 @@ t.test('README "The first ten minutes", run as written: start, key, provider, wo
   const session = new Session(t, { cwd });
   const [key, workflow, docs, cordon] = second.map(substitute);
   const status = await session.run(key!);
-  t.match(status, /\{"status":"ready","server":"[^"]+","worker":1\}/, 'healthz answers');
+  t.match(status, /\{"status":"ready","server":"[^"]+","worker":1,"version":"[^"]+"\}/, 'healthz answers');
   t.match(status, /worker 1: \{/, 'ctl status answers from the worker through the control socket');
 
   const made = await session.run(workflow!);
