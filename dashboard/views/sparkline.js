@@ -4,7 +4,7 @@ import { html } from '../lib/html.js';
  * A small line of the last ten minutes of one figure, drawn as SVG (nothing inline to allow in the page's
  * policy). Its text alternative says what a sighted reader takes from it: lowest, highest and latest.
  */
-export function Sparkline({ label, at = [], values = [], format = String, width = 96, height = 24 }) {
+export function Sparkline({ label, at = [], values = [], format = String, width = 72, height = 24 }) {
   const points = [];
   for (let i = 0; i < values.length; i++) if (values[i] !== null && values[i] !== undefined) points.push([at[i], values[i]]);
   if (points.length < 2) return html`<span class="spark-empty" aria-hidden="true"></span>`;
