@@ -207,7 +207,7 @@ t.test('bad control envelopes: 400 naming the field, 413 over the cap, 403 witho
   const mark = server.events.length;
   const unknown = await post(server.port, { method: 'status', wroker: 1 }, { key: acme.adminKey });
   t.equal(unknown.status, 400);
-  t.equal(unknown.json.error.message, 'wroker: unknown field');
+  t.equal(unknown.json.error.message, 'wroker: unknown field (did you mean "worker"?)');
   const wrongType = await post(server.port, { method: 'status', worker: 'one' }, { key: acme.adminKey });
   t.equal(wrongType.status, 400);
   t.match(wrongType.json.error.message, /^worker/);

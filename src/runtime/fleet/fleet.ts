@@ -135,6 +135,7 @@ export class Fleet {
       patchEnv: (env) => this.spawner.patchEnv(env),
       freshStart: () => this.recovery.freshStart(),
       recycle: (record, reason) => this.recycle(record, reason),
+      log,
     });
   }
 
@@ -221,8 +222,8 @@ export class Fleet {
     );
   }
 
-  /** Replacement first, then the bounded retire path. */
-  recycle(record: WorkerRecord, reason: RecycleReason): Promise<void> {
+  /** Replacement first, then the bounded retire path; false when the old worker was kept. */
+  recycle(record: WorkerRecord, reason: RecycleReason): Promise<boolean> {
     return this.retirement.recycle(record, reason);
   }
 

@@ -26,10 +26,11 @@ export class Retirement {
 
   /**
    * Replacement first: fork the new worker and wait until it is ready while the old one keeps serving (a
-   * wedged worker cannot, so it leaves rotation at once), then retire the old one.
+   * wedged worker cannot, so it leaves rotation at once), then retire the old one. Resolves false when the old
+   * worker was kept (its replacement never became ready: a restart or recycle never costs a serving worker).
    */
-  async recycle(record: WorkerRecord, reason: RecycleReason): Promise<void> {
-    if (record.retiring || record.replacing || this.deps.isStopping()) return;
+  async recycle(record: WorkerRecord, reason: RecycleReason): Promise<boolean> {
+    if (record.retiring || record.replacing || this.deps.isStopping()) return false;
     record.replacing = reason;
     if (reason === 'wedged') record.retiring = reason;
     record.cancelAge?.();
@@ -41,14 +42,15 @@ export class Retirement {
     } catch (error) {
       this.deps.log.error({ err: error, worker: record.slot }, 'forking the replacement failed');
     }
-    if (!replacementReady && reason !== 'wedged' && reason !== 'restart') {
+    if (!replacementReady && reason !== 'wedged') {
       this.deps.log.warn({ worker: record.slot, reason }, 'replacement did not become ready: keeping the old worker');
       record.replacing = undefined;
       record.retiring = undefined;
-      return;
+      return false;
     }
-    if (this.deps.isStopping()) return;
+    if (this.deps.isStopping()) return false;
     await this.retire(record, reason);
+    return true;
   }
 
   /**

@@ -19,10 +19,15 @@ export interface RollingRestartDeps {
   patchEnv(env: Record<string, string>): void;
   /** Quarantined slots and a tripped breaker get a fresh start. */
   freshStart(): void;
-  recycle(record: WorkerRecord, reason: RecycleReason): Promise<void>;
+  /** Resolves false when the old worker was kept because its replacement never became ready. */
+  recycle(record: WorkerRecord, reason: RecycleReason): Promise<boolean>;
+  log: { warn(fields: object, message: string): void };
 }
 
-/** Replaces the selected workers one after the other, each replacement first; one roll at a time. */
+/**
+ * Replaces the selected workers one after the other, each replacement first; one roll at a time. A replacement
+ * that does not become ready stops the roll: the old worker and the ones not yet rolled keep serving.
+ */
 export class RollingRestart {
   private inProgress: Promise<void> | undefined;
 
@@ -54,7 +59,12 @@ export class RollingRestart {
     for (const [index, record] of selected.entries()) {
       if (this.deps.isStopping()) break;
       if (index > 0 && options.staggerMs) await sleep(clock, options.staggerMs);
-      await this.deps.recycle(record, 'restart');
+      if (!record.retiring && !record.replacing && !(await this.deps.recycle(record, 'restart'))) {
+        if (this.deps.isStopping()) break;
+        const kept = selected.slice(index).map((left) => left.slot);
+        this.deps.log.warn({ worker: record.slot, kept }, 'rolling restart stopped: the replacement did not become ready, the old workers keep serving');
+        break;
+      }
     }
     events.emitSafe('restart:complete', { workers: slots, reason, durationMs: clock.now() - started });
   }

@@ -147,21 +147,35 @@ t.test('a replacement that never becomes ready leaves the old worker serving (rs
   t.same(old.worker.sentOf('shutdown'), []);
 });
 
-t.test('a failed fork leaves the old worker serving for a health recycle, but a restart still retires it', async (t) => {
-  const kept = setup();
-  kept.failForks();
-  const healthy = fakeRecord(1);
-  await kept.retirement.recycle(healthy, 'lag');
-  t.equal(healthy.retiring, undefined);
+t.test('a failed fork leaves the old worker serving, for a health recycle and for a restart alike', async (t) => {
+  for (const reason of ['lag', 'restart'] as const) {
+    const kept = setup();
+    kept.failForks();
+    const healthy = fakeRecord(1);
+    t.equal(await kept.retirement.recycle(healthy, reason), false, `${reason}: the recycle says the old worker was kept`);
+    t.equal(healthy.retiring, undefined, `${reason}: not retired`);
+    t.equal(healthy.replacing, undefined, `${reason}: not marked as being replaced any more`);
+    t.same(healthy.worker.sentOf('shutdown'), [], `${reason}: never told to shut down`);
+  }
+});
 
-  const rolled = setup();
-  rolled.failForks();
-  const restarted = fakeRecord(1);
-  const done = rolled.retirement.recycle(restarted, 'restart');
+t.test('a restart whose replacement exits before it is ready keeps the old worker; one that is ready retires it', async (t) => {
+  const failed = setup();
+  const old = fakeRecord(1);
+  const kept = failed.retirement.recycle(old, 'restart');
+  failed.replacements[0]!.worker.exit(1);
+  t.equal(await kept, false);
+  t.same(old.worker.sentOf('shutdown'), [], 'the old worker still serves');
+
+  const good = setup();
+  const rolled = fakeRecord(1);
+  const done = good.retirement.recycle(rolled, 'restart');
+  good.replacements[0]!.settleReady(true);
   await settle();
-  t.equal(restarted.retiring, 'restart');
-  restarted.worker.exit(0);
-  await done;
+  t.equal(rolled.retiring, 'restart', 'retiring once its replacement was ready');
+  rolled.acked = true;
+  rolled.worker.exit(0);
+  t.equal(await done, true, 'the recycle says the old worker was retired');
 });
 
 t.test('a wedged worker leaves rotation at once and is retired even without a replacement', async (t) => {
