@@ -13,6 +13,7 @@ import { PrimaryChannels, type WorkerEndpoint } from '../runtime/channels.js';
 import { StorageAuthority } from '../storage/index.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
+import { FAILURE_REPORT_METHOD } from '../auth/failure-limit.js';
 import { primaryIpc } from './ipc.js';
 import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
@@ -47,6 +48,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const local = decision.count === 0 ? inProcessWorker(identity, events, channels) : undefined;
   const primary = new PrimaryRuntime({ config: resolved, manager: managerConnection, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
   const host = new PrimaryHost(primary, local);
+  primary.handleWorkerRpc(FAILURE_REPORT_METHOD, (report) => data.authorize.reportedFailure(report));
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
   const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);

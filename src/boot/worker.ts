@@ -5,6 +5,7 @@ import { WorkerHost } from '../runtime/host.js';
 import { StorageReplica } from '../storage/index.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
+import { FAILURE_REPORT_METHOD } from '../auth/failure-limit.js';
 import { workerIpc } from './ipc.js';
 import { workerMesh } from './mesh.js';
 import { openAutomationAndManager } from './manager.js';
@@ -23,7 +24,10 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const identity: ServerIdentity = { id: serverId, workerId, config: resolved, log };
   // The same environment and key file as the primary's: the key itself never travels in the config.
   const secrets = openKeyring(resolved, env);
-  const data = await openServerData(resolved, log, secrets, { sealAtStart: false });
+  // Failed authentications are counted by the primary, so a client address has one allowance per server. The
+  // ledger is asked only while a request is served, once `runtime` exists and is bound.
+  const failureLedger = { fail: (address: string) => runtime.rpc.call<number>(FAILURE_REPORT_METHOD, { address }, 2_000) };
+  const data = await openServerData(resolved, log, secrets, { sealAtStart: false, failureLedger });
   const events = serverEvents(log);
   const runtime = new WorkerRuntime(resolved, workerId, log, events);
   const host = new WorkerHost(runtime, Number(env[INTERNAL_ENV.total]));

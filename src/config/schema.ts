@@ -277,6 +277,12 @@ export const ConfigSchema = Type.Object(
           },
           { additionalProperties: false, default: {} },
         ),
+        refusalFloorMs: Type.Integer({
+          minimum: 0,
+          maximum: 1_000,
+          default: 5,
+          description: 'A refused key, host or request without a key is answered no sooner than this after it arrived, so how long the checks took cannot tell which failed (0 = at once)',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),
