@@ -29,6 +29,8 @@ Options:
 Methods: status, cordon, drain, shed, restart, reboot, shutdown, and any registered with server.handle().
   scale status|pause|resume   the autoscaler (default target: --master); pause and resume act on the
                               whole cluster (its document); the deciding server's status says "deciding": true
+  tls reload                  reload the HTTPS and mesh certificates from their files (default target:
+                              --master); a pair that cannot serve is refused with the reason, nothing changes
 
 Exit code: 0 when every target answered ok, 1 when one failed or was missing, 2 on bad input.`;
 
@@ -43,14 +45,27 @@ export function scaleArgv(argv: string[]): string[] {
   if (argv[0] !== 'scale') return argv;
   const [, command, ...rest] = argv;
   if (!command || !SCALE_COMMANDS.includes(command)) throw new CliError(`"ctl scale" takes ${SCALE_COMMANDS.join(', ')}, got ${command ? `"${command}"` : 'nothing'}`, 2, CTL_USAGE);
+  return toPrimaryByDefault(`autoscaler.${command}`, rest);
+}
+
+/** `method` with `rest`, and `--master` unless `rest` names a target. */
+function toPrimaryByDefault(method: string, rest: string[]): string[] {
   const targeted = rest.some((arg) => TARGET_FLAGS.some((flag) => arg === flag || arg.startsWith(`${flag}=`)));
-  return [`autoscaler.${command}`, ...rest, ...(targeted ? [] : ['--master'])];
+  return [method, ...rest, ...(targeted ? [] : ['--master'])];
+}
+
+/** `ctl tls reload [targets]` is `ctl tls.reload`, sent to the primary unless a target is given: it holds the certificates. */
+export function tlsArgv(argv: string[]): string[] {
+  if (argv[0] !== 'tls') return argv;
+  const [, command, ...rest] = argv;
+  if (command !== 'reload') throw new CliError(`"ctl tls" takes reload, got ${command ? `"${command}"` : 'nothing'}`, 2, CTL_USAGE);
+  return toPrimaryByDefault('tls.reload', rest);
 }
 
 export async function ctl(argv: string[]): Promise<void> {
   let parsed: ReturnType<typeof parse>;
   try {
-    parsed = parse(scaleArgv(argv));
+    parsed = parse(tlsArgv(scaleArgv(argv)));
   } catch (error) {
     throw usageError(error, CTL_USAGE);
   }

@@ -5,9 +5,9 @@ import type { EnvelopeFields } from './permissions.js';
  * organization the caller is. Only keys of the platform organization may call them. `metrics.read` is the
  * whole server's figures, every tenant's load included: the platform's too (unless `metrics.public`). The upload
  * reservations of the cluster's repositories (SPEC 14.3) are the platform's records, and the autoscaler
- * (SPEC 14.4) scales the platform's servers.
+ * (SPEC 14.4) scales the platform's servers. The server's certificates (`tls.reload`) are the platform's too.
  */
-const SERVER_METHODS = /^(cordon|drain|shed|restart|reboot|shutdown|storage(\..+)?|metrics\.read|repository\.reservations(\..+)?|autoscaler(\..+)?)$/;
+const SERVER_METHODS = /^(cordon|drain|shed|restart|reboot|shutdown|storage(\..+)?|metrics\.read|repository\.reservations(\..+)?|autoscaler(\..+)?|tls(\..+)?)$/;
 
 /** Targets that select processes by position rather than by organization: platform keys only. */
 export const SERVER_TARGETS = ['master', 'worker', 'server', 'cluster', 'broadcast'] as const;

@@ -17,6 +17,7 @@ import { FAILURE_REPORT_METHOD } from '../auth/failure-limit.js';
 import { primaryIpc } from './ipc.js';
 import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
+import { openPrimaryTls } from './tls.js';
 import { bindParentKeys, openAutomationAndManager } from './manager.js';
 import { resolveConnection } from '../manager/connection.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
@@ -69,7 +70,8 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
         handle: (method, handler) => ipc.envelopes.handle(method, handler), events, metrics: primary.metrics,
       })
     : undefined;
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository });
+  const tls = openPrimaryTls({ config: resolved, log, primary, mesh: mesh.mesh, handle: (method, handler) => ipc.envelopes.handle(method, handler) });
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository, https: tls.https });
   for (const plugin of options.plugins ?? []) server.use(plugin);
 
   const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;
@@ -99,6 +101,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     await primary.start({ app: () => options.app(server), fallbackRoutes, peerUrl: () => mesh.mesh.peerUrl() });
   } catch (error) {
     removeSocket();
+    tls.close();
     mesh.abort();
     await server.uninstallPlugins();
     throw error;

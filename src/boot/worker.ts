@@ -8,6 +8,7 @@ import { openKeyring, openServerData } from './data.js';
 import { FAILURE_REPORT_METHOD } from '../auth/failure-limit.js';
 import { workerIpc } from './ipc.js';
 import { workerMesh } from './mesh.js';
+import { workerHttps } from './tls.js';
 import { openAutomationAndManager } from './manager.js';
 import { INTERNAL_ENV, type InitOptions } from './options.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerBoot, type WorkerToPrimary } from '../runtime/messages.js';
@@ -35,7 +36,7 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
   const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
   const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, runtime);
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager });
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager, https: workerHttps(resolved, runtime) });
   runtime.onStopped(async () => {
     await managed.close();
     await data.db.close();

@@ -5,6 +5,7 @@ import { reconnectDelayMs, stopsRetries, type ReconnectSchedule } from './backof
 import { dialHeaders, verifyAccept } from './handshake.js';
 import type { Corkable } from './link.js';
 import type { MeshEvents } from './events.js';
+import type { MeshTls } from './settings.js';
 
 /** A running peer as the inventory lists it. */
 export interface PeerTarget {
@@ -18,7 +19,8 @@ export interface DialerDeps {
   self: string;
   cluster: string;
   secret?: string;
-  tls?: { key: Buffer; cert: Buffer; ca: Buffer };
+  /** The mutual-TLS material of the next dial (it may be renewed or reloaded meanwhile). */
+  tls?: () => MeshTls | undefined;
   schedule: ReconnectSchedule;
   maxPayload: number;
   random: () => number;
@@ -85,7 +87,8 @@ export class PeerDialer {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.state = 'connecting';
-    const { self, cluster, secret, tls, log } = this.deps;
+    const { self, cluster, secret, log } = this.deps;
+    const tls = this.deps.tls?.();
     const peer = this.target.id;
     const { headers, nonce } = dialHeaders({ server: self, cluster, to: peer }, secret);
     let ws: WebSocket;

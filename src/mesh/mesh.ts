@@ -14,7 +14,7 @@ import { PeerLink, type Corkable, type LinkHandler } from './link.js';
 import { MeshListener, type UpgradeVerdict } from './listener.js';
 import { PeerDialer, type PeerTarget } from './dialer.js';
 import { RecentIds, answerCall, answerEnvelope, forwardOverLinks, selectLinks, type MeshHandler, type RouteFromPeer } from './peer-requests.js';
-import type { MeshSettings } from './settings.js';
+import type { MeshSettings, MeshTls } from './settings.js';
 import { DiscoveryLoop } from './discovery.js';
 import type { MeshEvents } from './events.js';
 
@@ -70,6 +70,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
 
   constructor(private readonly deps: MeshDeps) {
     super((event, error) => deps.log.error({ err: error, event }, 'mesh event listener failed'));
+    this.tls = deps.settings.tls;
     this.discovery = new DiscoveryLoop({
       intervalMs: deps.config.discoveryIntervalMs,
       discover: deps.discover,
@@ -81,6 +82,18 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
 
   get active(): boolean {
     return this.deps.settings.active;
+  }
+
+  /** The mutual-TLS material of the next handshakes, either way. */
+  private tls: MeshTls | undefined;
+
+  /**
+   * Swaps the mutual-TLS material (a reload, a renewed certificate): the mesh port presents it from the next
+   * handshake and dialers use it from their next dial. Links already open are not touched.
+   */
+  setTls(tls: MeshTls): void {
+    this.tls = tls;
+    this.listener?.setSecureContext(tls);
   }
 
   /** Binds the mesh port (when the mesh is on); returns the bound port. */
@@ -253,7 +266,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
         self: serverId,
         cluster,
         secret: settings.secret,
-        tls: settings.tls,
+        tls: () => this.tls,
         schedule: settings.schedule,
         maxPayload: settings.maxPayload,
         random: this.deps.random ?? Math.random,

@@ -4,12 +4,19 @@ import type { ResolvedConfig } from '../config/schema.js';
 import { ConfigError } from '../config/errors.js';
 import type { ReconnectSchedule } from './backoff.js';
 
+/** The mesh's mutual-TLS material: this server's key and certificate, and the CA its peers are checked against. */
+export interface MeshTls {
+  key: string | Buffer;
+  cert: string | Buffer;
+  ca: string | Buffer;
+}
+
 export interface MeshSettings {
   /** False when this server stays out of the mesh; `why` says so in the log. */
   active: boolean;
   why?: string;
   secret?: string;
-  tls?: { key: Buffer; cert: Buffer; ca: Buffer };
+  tls?: MeshTls;
   schedule: ReconnectSchedule;
   /** Transport cap: frames above `maxFrameBytes` and up to this are refused politely, larger ones close the link. */
   maxPayload: number;
