@@ -61,7 +61,10 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     automation, events: { on: (event, listener) => events.on(event, listener), off: (event, listener) => events.off(event, listener) }, primary,
     handle: (method, handler) => ipc.envelopes.handle(method, handler),
   });
-  const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations });
+  const mesh = await openPrimaryMesh({
+    identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations, secrets: data.secrets,
+    handle: (method, handler) => ipc.envelopes.handle(method, handler),
+  });
   // Loaded only when enabled: a server that does not scale its cluster holds none of the autoscaler.
   const autoscaler = resolved.autoscaler.enabled
     ? (await import('./autoscaler.js')).openAutoscaler({

@@ -217,6 +217,11 @@ export const ConfigSchema = Type.Object(
             key: Type.Optional(Type.String({ minLength: 1, description: 'Private key of this server (PEM); with cert and ca: mutual TLS' })),
             cert: Type.Optional(Type.String({ minLength: 1, description: 'Certificate of this server (PEM)' })),
             ca: Type.Optional(Type.String({ minLength: 1, description: 'CA that signed every peer certificate (PEM)' })),
+            mode: Type.Union([Type.Literal('files'), Type.Literal('auto')], {
+              default: 'files',
+              description: "'files': mutual TLS from key, cert and ca; 'auto': the cluster's CA (made on first start, kept in the store) issues each server a short-lived certificate",
+            }),
+            lifetimeMs: Type.Integer({ minimum: 10_000, default: 21_600_000, description: "'auto': how long a server's mesh certificate is valid; it is renewed when a third of that is left" }),
           },
           { additionalProperties: false, default: {} },
         ),

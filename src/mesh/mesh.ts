@@ -14,7 +14,7 @@ import { PeerLink, type Corkable, type LinkHandler } from './link.js';
 import { MeshListener, type UpgradeVerdict } from './listener.js';
 import { PeerDialer, type PeerTarget } from './dialer.js';
 import { RecentIds, answerCall, answerEnvelope, forwardOverLinks, selectLinks, type MeshHandler, type RouteFromPeer } from './peer-requests.js';
-import type { MeshSettings, MeshTls } from './settings.js';
+import { peerCertificateOf, type MeshSettings, type MeshTls, type PeerCertificateCheck } from './settings.js';
 import { DiscoveryLoop } from './discovery.js';
 import type { MeshEvents } from './events.js';
 
@@ -37,6 +37,8 @@ export interface MeshDeps {
   /** A value that changes when the inventory may have changed; polled between discoveries. */
   inventoryToken?(): Promise<string>;
   random?: () => number;
+  /** Checks of a peer's certificate beyond TLS's own (`mesh.tls.mode: "auto"`), both ways. */
+  peerCheck?: PeerCertificateCheck;
 }
 
 /**
@@ -209,6 +211,8 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
     if (claim.to !== self) return { ok: false, status: 403, reason: `handshake is addressed to "${claim.to}"`, peer };
     if (peer === self) return { ok: false, status: 403, reason: "peer claims this server's id", peer };
     if (peer < self) return { ok: false, status: 403, reason: 'the server with the larger id dials: this pair is linked the other way', peer };
+    const certificateProblem = this.deps.peerCheck?.(peerCertificateOf(request.socket), peer);
+    if (certificateProblem) return { ok: false, status: 403, reason: certificateProblem, peer };
     const existing = this.links.get(peer);
     if (existing?.open) {
       // A peer that restarted may dial before this side noticed the old link died: check it now.
@@ -267,6 +271,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
         cluster,
         secret: settings.secret,
         tls: () => this.tls,
+        peerCheck: this.deps.peerCheck,
         schedule: settings.schedule,
         maxPayload: settings.maxPayload,
         random: this.deps.random ?? Math.random,
