@@ -31,6 +31,8 @@ Methods: status, cordon, drain, shed, restart, reboot, shutdown, and any registe
                               whole cluster (its document); the deciding server's status says "deciding": true
   tls reload                  reload the HTTPS and mesh certificates from their files (default target:
                               --master); a pair that cannot serve is refused with the reason, nothing changes
+  tls revoke SERIAL           mesh.tls.mode "auto": peers presenting the mesh certificate of this serial (hex)
+                              are refused by every server of the cluster from their next handshake
 
 Exit code: 0 when every target answered ok, 1 when one failed or was missing, 2 on bad input.`;
 
@@ -54,12 +56,18 @@ function toPrimaryByDefault(method: string, rest: string[]): string[] {
   return [method, ...rest, ...(targeted ? [] : ['--master'])];
 }
 
-/** `ctl tls reload [targets]` is `ctl tls.reload`, sent to the primary unless a target is given: it holds the certificates. */
+/**
+ * `ctl tls reload [targets]` is `ctl tls.reload`, and `ctl tls revoke SERIAL [targets]` is `ctl tls.revoke --value
+ * '"SERIAL"'`, sent to the primary unless a target is given: it holds the certificates.
+ */
 export function tlsArgv(argv: string[]): string[] {
   if (argv[0] !== 'tls') return argv;
   const [, command, ...rest] = argv;
-  if (command !== 'reload') throw new CliError(`"ctl tls" takes reload, got ${command ? `"${command}"` : 'nothing'}`, 2, CTL_USAGE);
-  return toPrimaryByDefault('tls.reload', rest);
+  if (command === 'reload') return toPrimaryByDefault('tls.reload', rest);
+  if (command !== 'revoke') throw new CliError(`"ctl tls" takes reload or revoke, got ${command ? `"${command}"` : 'nothing'}`, 2, CTL_USAGE);
+  const [serial, ...targets] = rest;
+  if (!serial || serial.startsWith('-')) throw new CliError('"ctl tls revoke" takes the serial of a mesh certificate (hex), e.g. ctl tls revoke 5A0D19B0', 2, CTL_USAGE);
+  return toPrimaryByDefault('tls.revoke', ['--value', JSON.stringify(serial), ...targets]);
 }
 
 export async function ctl(argv: string[]): Promise<void> {

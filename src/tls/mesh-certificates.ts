@@ -68,7 +68,7 @@ export class MeshCertificates {
 
   /** `tls.revoke`: adds a serial to the cluster's revoked certificates. */
   async revoke(serial: unknown): Promise<{ revoked: string }> {
-    if (typeof serial !== 'string' || !SERIAL.test(serial)) throw new TypeError('give the serial of a certificate (hex), e.g. --value \'"5A0D19B0"\'');
+    if (typeof serial !== 'string' || !SERIAL.test(serial)) throw new TypeError('give the serial of a mesh certificate (hex), e.g. fleetplane ctl tls revoke 5A0D19B0');
     const normalized = serial.toUpperCase();
     await this.authority.revoke(normalized);
     return { revoked: normalized };
