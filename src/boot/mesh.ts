@@ -62,7 +62,9 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
   const certificates =
     settings.active && settings.auto
       ? await (await import('../tls/mesh-certificates.js')).MeshCertificates.start({
-          store: db, secrets: deps.secrets, cluster, serverId: identity.id, lifetimeMs: config.mesh.tls.lifetimeMs, log: meshLog, renewed: (material) => mesh?.setTls(material),
+          store: db, secrets: deps.secrets, cluster, serverId: identity.id, lifetimeMs: config.mesh.tls.lifetimeMs, log: meshLog,
+          renewed: (material) => mesh?.setTls(material),
+          revocations: () => mesh?.recheckLinks(),
         })
       : undefined;
   if (certificates) {

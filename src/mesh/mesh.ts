@@ -49,6 +49,8 @@ export interface MeshDeps {
  */
 export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwarder {
   private readonly links = new Map<string, PeerLink>();
+  /** The certificate each link's peer presented (`peerCheck` only), checked again when revocations change. */
+  private readonly linkCertificates = new WeakMap<PeerLink, ReturnType<typeof peerCertificateOf>>();
   private readonly linkClosed = new Map<PeerLink, (code: number) => void>();
   private readonly dialers = new Map<string, PeerDialer>();
   private readonly handlers = new Map<string, MeshHandler>();
@@ -96,6 +98,22 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
   setTls(tls: MeshTls): void {
     this.tls = tls;
     this.listener?.setSecureContext(tls);
+  }
+
+  /**
+   * Checks the certificate of every open link again (`mesh.tls.mode: "auto"`, when the cluster's revoked serials
+   * changed): a link whose peer presented a certificate that fails the check now is closed; its peer dials again
+   * with a certificate that passes, or is refused.
+   */
+  recheckLinks(): void {
+    const check = this.deps.peerCheck;
+    if (!check) return;
+    for (const link of this.links.values()) {
+      const problem = check(this.linkCertificates.get(link), link.peer);
+      if (!problem) continue;
+      this.deps.log.warn({ peer: link.peer, direction: link.direction, reason: problem }, 'mesh link closed: its certificate no longer passes');
+      link.close(1008, 'certificate no longer valid');
+    }
   }
 
   /** Binds the mesh port (when the mesh is on); returns the bound port. */
@@ -231,6 +249,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
       this.linkHandler,
     );
     this.links.set(peer, link);
+    if (this.deps.peerCheck) this.linkCertificates.set(link, peerCertificateOf(socket));
     if (onClose) this.linkClosed.set(link, onClose);
     try {
       const url = this.deps.publicUrl();

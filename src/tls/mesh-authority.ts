@@ -127,17 +127,24 @@ export class MeshAuthority {
     return this.revokedSerials.has(serial);
   }
 
-  /** Reads the revoked serials again (every server checks its peers against the list in the store). */
-  async refresh(): Promise<void> {
+  /**
+   * Reads the revoked serials again (every server checks its peers against the list in the store); whether the
+   * list changed.
+   */
+  async refresh(): Promise<boolean> {
     const record = await this.deps.store.collection(MESH_AUTHORITIES).findOne({ _id: this.deps.cluster }, { projection: { revoked: 1 } });
     const revoked = (record as { revoked?: unknown } | null)?.revoked;
-    if (Array.isArray(revoked)) this.revokedSerials = new Set(revoked.filter((entry): entry is string => typeof entry === 'string'));
+    if (!Array.isArray(revoked)) return false;
+    const next = new Set(revoked.filter((entry): entry is string => typeof entry === 'string'));
+    const changed = next.size !== this.revokedSerials.size || [...next].some((entry) => !this.revokedSerials.has(entry));
+    this.revokedSerials = next;
+    return changed;
   }
 
   /** Adds `serial` to the cluster's revoked certificates; handshakes presenting it are refused from now on. */
-  async revoke(serial: string): Promise<void> {
+  async revoke(serial: string): Promise<boolean> {
     await this.deps.store.collection(MESH_AUTHORITIES).updateOne({ _id: this.deps.cluster }, { $addToSet: { revoked: serial } });
-    await this.refresh();
+    return this.refresh();
   }
 }
 

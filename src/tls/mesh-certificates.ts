@@ -13,6 +13,8 @@ export interface MeshCertificatesDeps {
   lifetimeMs: number;
   /** Gives the mesh a renewed certificate (links already open keep theirs). */
   renewed(material: MutualTls): void;
+  /** The cluster's revoked serials changed: the mesh checks its open links again. */
+  revocations?(): void;
   log: { info(details: object, message: string): void; warn(details: object, message: string): void };
   /** How often the revoked serials are read again (default 5 s). */
   refreshMs?: number;
@@ -31,6 +33,7 @@ export class MeshCertificates {
   private renewTimer: NodeJS.Timeout | undefined;
   private readonly refreshTimer: NodeJS.Timeout;
   private closed = false;
+  private renewing = false;
 
   private constructor(
     private readonly deps: MeshCertificatesDeps,
@@ -39,7 +42,14 @@ export class MeshCertificates {
   ) {
     this.current = first;
     this.schedule(this.renewalDelayMs());
-    this.refreshTimer = setInterval(() => void authority.refresh().catch((error: Error) => deps.log.warn({ reason: error.message }, 'revoked mesh certificates not read')), deps.refreshMs ?? 5_000);
+    this.refreshTimer = setInterval(
+      () =>
+        void authority
+          .refresh()
+          .then((changed) => this.revocationsRead(changed))
+          .catch((error: Error) => deps.log.warn({ reason: error.message }, 'revoked mesh certificates not read')),
+      deps.refreshMs ?? 5_000,
+    );
     this.refreshTimer.unref();
   }
 
@@ -70,8 +80,21 @@ export class MeshCertificates {
   async revoke(serial: unknown): Promise<{ revoked: string }> {
     if (typeof serial !== 'string' || !SERIAL.test(serial)) throw new TypeError('give the serial of a mesh certificate (hex), e.g. fleetplane ctl tls revoke 5A0D19B0');
     const normalized = serial.toUpperCase();
-    await this.authority.revoke(normalized);
+    this.revocationsRead(await this.authority.revoke(normalized));
     return { revoked: normalized };
+  }
+
+  /**
+   * After the revoked serials were read: when they changed, the mesh checks its open links again, and when this
+   * server's own certificate is among them it is renewed now (the links its peers close are dialed again with it).
+   */
+  private revocationsRead(changed: boolean): void {
+    if (!changed || this.closed) return;
+    this.deps.revocations?.();
+    if (!this.authority.revoked(this.current.serial) || this.renewing) return;
+    this.deps.log.warn({ serial: this.current.serial }, "this server's mesh certificate was revoked: renewing it now");
+    if (this.renewTimer) clearTimeout(this.renewTimer);
+    void this.renew();
   }
 
   close(): void {
@@ -91,6 +114,7 @@ export class MeshCertificates {
   }
 
   private async renew(): Promise<void> {
+    this.renewing = true;
     try {
       const next = await this.authority.issue({ name: this.deps.serverId, lifetimeMs: this.deps.lifetimeMs });
       if (this.closed) return;
@@ -101,6 +125,8 @@ export class MeshCertificates {
     } catch (error) {
       this.deps.log.warn({ reason: (error as Error).message }, 'mesh certificate not renewed: trying again');
       this.schedule(Math.min(60_000, Math.max(1_000, (Date.parse(this.current.validTo) - Date.now()) / 4)));
+    } finally {
+      this.renewing = false;
     }
   }
 }

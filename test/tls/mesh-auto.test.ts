@@ -115,7 +115,33 @@ t.test('a certificate of another CA, an expired one and a revoked one are refuse
   const revoked = await a.command<Result>('request', { envelope: { method: 'tls.revoke', master: true, data: valid.serial } });
   t.match(revoked.replies[0], { ok: true, result: { revoked: valid.serial } });
   t.match(await dialA(name, valid.material), { opened: false, status: 403 }, 'once revoked: refused');
-  t.ok(a.events.some((event) => event.msg === 'mesh handshake refused' && String(event.reason).includes('revoked')), 'and logged as revoked');
+  // The log line may reach the test after the answer did: wait for it.
+  const logged = await a.waitFor((event) => event.msg === 'mesh handshake refused' && String(event.reason).includes('revoked'), 10_000);
+  t.match(logged.reason, valid.serial, 'and logged as revoked');
   const again = await clusterCa.issue({ name, lifetimeMs: 60_000 });
   t.same(await dialA(name, again.material), { opened: true }, 'a new certificate of the same name still opens');
+});
+
+t.test("revoking a server's certificates closes the links that presented them; it renews at once and every link forms again", async (t) => {
+  // B's links were opened with its first certificate (none has opened since); it now presents a renewed one.
+  const first = b.events.find((event) => event.msg === 'mesh certificate issued by the cluster CA')!.serial as string;
+  const current = [...b.events].reverse().find((event) => event.msg === 'mesh certificate renewed')!.serial as string;
+  t.not(first, current);
+  const fromA = a.events.length;
+  const fromB = b.events.length;
+  const fromC = c.events.length;
+  for (const serial of [first, current]) {
+    const revoked = await a.command<Result>('request', { envelope: { method: 'tls.revoke', master: true, data: serial } });
+    t.match(revoked.replies[0], { ok: true, result: { revoked: serial } });
+  }
+  const closedByA = await a.waitFor((event) => event.msg === 'mesh link closed: its certificate no longer passes', 30_000, fromA);
+  t.equal(closedByA.peer, B, 'the server that revoked them closes its link to B');
+  const closedByC = await c.waitFor((event) => event.msg === 'mesh link closed: its certificate no longer passes', 30_000, fromC);
+  t.equal(closedByC.peer, B, 'another server, reading the revoked serials from the store, closes its link to B too');
+  await b.waitFor((event) => event.msg === "this server's mesh certificate was revoked: renewing it now", 30_000, fromB);
+  const renewed = await b.waitFor((event) => event.msg === 'mesh certificate renewed', 30_000, fromB);
+  t.not(renewed.serial, current, 'B has a new certificate');
+  await Promise.all([waitForPeers(a, [B, C], 60_000), waitForPeers(b, [A, C], 60_000), waitForPeers(c, [A, B], 60_000)]);
+  await t.resolves(b.command('mesh.send', { message: { method: 'mesh.echo', server: A, data: 'after' } }, 10_000), 'B reaches its peers again');
+  t.notOk(a.events.slice(fromA).some((event) => event.msg === 'mesh link closed: its certificate no longer passes' && event.peer !== B), "no link of another server's certificate was closed");
 });
