@@ -33,7 +33,7 @@ const anyHost = (() => undefined) as unknown as ClientOptions['checkServerIdenti
 const meshUrlOf = (server: ServerProcess) => server.events.find((event) => event.event === 'started')!.meshUrl as string;
 
 /** Dials A's mesh port as server `name` with `material`: whether the link opened, or the status it was refused with. */
-function dialA(name: string, material: { key: string; cert: string; ca: string }): Promise<{ opened: boolean; status?: number; error?: string }> {
+function dialA(name: string, material: { key?: string; cert?: string; ca: string }): Promise<{ opened: boolean; status?: number; error?: string }> {
   const { headers } = dialHeaders({ server: name, cluster: 'mesh-test', to: A }, undefined);
   return new Promise((resolve) => {
     const ws = new WebSocket(meshUrlOf(a), { headers, perMessageDeflate: false, key: material.key, cert: material.cert, ca: material.ca, checkServerIdentity: anyHost });
@@ -101,6 +101,7 @@ t.test('a certificate of another CA, an expired one and a revoked one are refuse
   const name = `zz-${A}`;
   const valid = await clusterCa.issue({ name, lifetimeMs: 60_000 });
   t.same(await dialA(name, valid.material), { opened: true }, 'a certificate of the cluster CA naming the dialer opens a link');
+  t.equal((await dialA(name, { ca: valid.material.ca })).opened, false, 'no client certificate: refused');
   const otherStore = await EmbeddedStore.open(path.join(tempDir('fleetplane-other-ca-'), 'other.db'));
   t.teardown(() => otherStore.close());
   const otherCa = await MeshAuthority.open({ store: otherStore, secrets: keyring, cluster: 'mesh-test' });
