@@ -164,3 +164,8 @@ t.test('POST /control tls.reload: a platform key with the right; refused for ten
   const scoped = await request(server.port, '/control', { body: { method: 'tls.reload', organization_id: tenant.organization_id }, key: tenant.adminKey, host: 'tenant.test' });
   t.equal(scoped.status, 403, "a tenant admin's organization-scoped envelope is refused too");
 });
+
+t.test('tls.revoke on a mesh whose certificates are files: refused with the reason', async (t) => {
+  const answer = await request(server.port, '/control', { body: { method: 'tls.revoke', master: true, data: 'AB12' }, key: platform.adminKey });
+  t.match(answer.json().replies[0], { ok: false, error: { code: 'bad_request', message: /mesh\.tls\.mode "auto" only/ } });
+});
