@@ -69,7 +69,10 @@ export async function buildApp(options: BuildAppOptions): Promise<BuiltApp> {
       const listener = handler as (request: IncomingMessage, response: ServerResponse) => void;
       http = createHttpServer(listener);
       if (config.https.key && config.https.cert) {
-        https = createHttpsServer({ key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) }, listener);
+        const identity = options.server.https;
+        // The process's identity when it has one (it swaps the certificate on a reload), else the files.
+        https = createHttpsServer(identity ? identity.pair : { key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) }, listener);
+        identity?.serve(https);
         // One router for both: WebSocket upgrades over TLS reach the same handlers.
         https.on('upgrade', (request, socket, head) => http.emit('upgrade', request, socket, head));
         https.on('clientError', answerClientError);

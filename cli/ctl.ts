@@ -29,6 +29,10 @@ Options:
 Methods: status, cordon, drain, shed, restart, reboot, shutdown, and any registered with server.handle().
   scale status|pause|resume   the autoscaler (default target: --master); pause and resume act on the
                               whole cluster (its document); the deciding server's status says "deciding": true
+  tls reload                  reload the HTTPS and mesh certificates from their files (default target:
+                              --master); a pair that cannot serve is refused with the reason, nothing changes
+  tls revoke SERIAL           mesh.tls.mode "auto": peers presenting the mesh certificate of this serial (hex)
+                              are refused by every server of the cluster from their next handshake
 
 Exit code: 0 when every target answered ok, 1 when one failed or was missing, 2 on bad input.`;
 
@@ -43,8 +47,27 @@ export function scaleArgv(argv: string[]): string[] {
   if (argv[0] !== 'scale') return argv;
   const [, command, ...rest] = argv;
   if (!command || !SCALE_COMMANDS.includes(command)) throw new CliError(`"ctl scale" takes ${SCALE_COMMANDS.join(', ')}, got ${command ? `"${command}"` : 'nothing'}`, 2, CTL_USAGE);
+  return toPrimaryByDefault(`autoscaler.${command}`, rest);
+}
+
+/** `method` with `rest`, and `--master` unless `rest` names a target. */
+function toPrimaryByDefault(method: string, rest: string[]): string[] {
   const targeted = rest.some((arg) => TARGET_FLAGS.some((flag) => arg === flag || arg.startsWith(`${flag}=`)));
-  return [`autoscaler.${command}`, ...rest, ...(targeted ? [] : ['--master'])];
+  return [method, ...rest, ...(targeted ? [] : ['--master'])];
+}
+
+/**
+ * `ctl tls reload [targets]` is `ctl tls.reload`, and `ctl tls revoke SERIAL [targets]` is `ctl tls.revoke --value
+ * '"SERIAL"'`, sent to the primary unless a target is given: it holds the certificates.
+ */
+export function tlsArgv(argv: string[]): string[] {
+  if (argv[0] !== 'tls') return argv;
+  const [, command, ...rest] = argv;
+  if (command === 'reload') return toPrimaryByDefault('tls.reload', rest);
+  if (command !== 'revoke') throw new CliError(`"ctl tls" takes reload or revoke, got ${command ? `"${command}"` : 'nothing'}`, 2, CTL_USAGE);
+  const [serial, ...targets] = rest;
+  if (!serial || serial.startsWith('-')) throw new CliError('"ctl tls revoke" takes the serial of a mesh certificate (hex), e.g. ctl tls revoke 5A0D19B0', 2, CTL_USAGE);
+  return toPrimaryByDefault('tls.revoke', ['--value', JSON.stringify(serial), ...targets]);
 }
 
 const WORKER_FORMS = '--worker 1 2, --worker 1 --worker 2 or --worker 1,2';
@@ -78,7 +101,7 @@ export function workerArgv(argv: string[]): string[] {
 export async function ctl(argv: string[]): Promise<void> {
   let parsed: ReturnType<typeof parse>;
   try {
-    parsed = parse(workerArgv(scaleArgv(argv)));
+    parsed = parse(workerArgv(tlsArgv(scaleArgv(argv))));
   } catch (error) {
     throw error instanceof CliError ? error : usageError(error, CTL_USAGE);
   }

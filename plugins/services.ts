@@ -34,6 +34,8 @@ export interface RouteContext {
   readonly webhooks?: Server['webhooks'];
   /** SPEC 13: without it `POST /manager` answers 503. */
   readonly manager?: Server['manager'];
+  /** The process's HTTPS certificate, reloaded without a restart; without it HTTPS reads the configured files. */
+  readonly https?: Server['https'];
   /** Without a worker runtime there are no HTTP metrics. */
   readonly workerRuntime?: Server['workerRuntime'];
   handle?: Server['handle'];

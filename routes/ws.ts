@@ -14,7 +14,7 @@ import { ApiError } from '../src/api/errors.js';
 import { HTTP_METHODS } from '../src/api/provider.js';
 import { WorkflowError } from '../src/workflows/errors.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
-import { refused } from '../src/auth/authorize.js';
+import { refused } from '../src/auth/refusals.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 import { OVERVIEW_EMIT, OVERVIEW_EVENT, OVERVIEW_SUBSCRIBE, OverviewSubscribers } from '../src/overview/subscribers.js';
 
@@ -98,10 +98,14 @@ const ws: FastifyPluginAsync = async (app) => {
    * valid key without `socket.subscribe` connects without events.
    */
   const checkUpgrade = async (request: FastifyRequest) => {
-    const organization = await app.organizationOf(request);
-    // A refusal is answered by the error handler, as an envelope route's is.
-    if (!organization) throw refused();
-    if (request.headers.authorization === undefined && !organization.defaultPermissions) return;
+    if (request.headers.authorization === undefined) {
+      const organization = await app.organizationOf(request);
+      // A refusal is answered by the error handler, as an envelope route's is.
+      if (!organization) throw refused();
+      if (!organization.defaultPermissions) return;
+    }
+    // A key is checked by the authorizer whatever the host, so that a key on an unknown host is counted, limited
+    // and held like any other failed authentication (SPEC 8.7) instead of answering at once.
     try {
       upgradeGrants.set(request, await app.authorize.request(authorizationRequest(request), { method: 'socket.subscribe' }));
     } catch (error) {

@@ -5,6 +5,7 @@ import type { ServerHost } from './runtime/host.js';
 import type { ClusterStorage } from './storage/index.js';
 import type { IpcHandler, RequestResult } from './ipc/handlers.js';
 import type { ServerState } from './state/state.js';
+import type { HttpsIdentity } from './tls/https-identity.js';
 import type { Manager } from './manager/manager.js';
 import type { OrganizationPresence } from './state/organizations.js';
 import type { RestartWorkersOptions } from './runtime/fleet/fleet.js';
@@ -50,6 +51,8 @@ export interface ServerServices {
   /** SPEC 14.3: the cluster's repositories (the primary's, when it has a platform organization). */
   repository?: RepositoryService;
   manager: Manager;
+  /** This process's HTTPS certificate, when HTTPS is configured (reloaded without a restart). */
+  https?: HttpsIdentity;
 }
 
 /**
@@ -88,6 +91,8 @@ export class Server extends EventSurface {
   readonly repository: RepositoryService | undefined;
   /** SPEC 13: the parent connection (`send`, mirroring) and, on a platform server, `createServer` / `terminateServer`. */
   readonly manager: Manager;
+  /** The HTTPS certificate this process presents, when HTTPS is configured. */
+  readonly https: HttpsIdentity | undefined;
   private readonly envelopes: Envelopes;
   private readonly plugins = new PluginHost<Server>();
 
@@ -102,7 +107,7 @@ export class Server extends EventSurface {
     ({ id: this.id, workerId: this.workerId, config: this.config, log: this.log } = identity);
     this.isPrimary = host.isPrimary;
     ({ db: this.db, secrets: this.secrets, authorize: this.authorize, storage: this.storage, state: this.state } = services);
-    ({ organizations: this.organizations, envelopes: this.envelopes, mesh: this.mesh, repository: this.repository, manager: this.manager } = services);
+    ({ organizations: this.organizations, envelopes: this.envelopes, mesh: this.mesh, repository: this.repository, manager: this.manager, https: this.https } = services);
     ({ api: this.api, workflow: this.workflow, webhooks: this.webhooks } = services.automation);
   }
 

@@ -6,9 +6,9 @@ import type { EnvelopeFields } from './permissions.js';
  * whole server's figures, every tenant's load included: the platform's too (unless `metrics.public`). The upload
  * reservations of the cluster's repositories (SPEC 14.3) are the platform's records, and the autoscaler
  * (SPEC 14.4) scales the platform's servers. The overview (the dashboard's data and event stream) shows every
- * process, organization and event of the server.
+ * process, organization and event of the server. The server's certificates (`tls.*`) are the platform's too.
  */
-const SERVER_METHODS = /^(cordon|drain|shed|restart|reboot|shutdown|storage(\..+)?|metrics\.read|repository\.reservations(\..+)?|autoscaler(\..+)?|overview(\..+)?)$/;
+const SERVER_METHODS = /^(cordon|drain|shed|restart|reboot|shutdown|storage(\..+)?|metrics\.read|repository\.reservations(\..+)?|autoscaler(\..+)?|overview(\..+)?|tls(\..+)?)$/;
 
 /** Targets that select processes by position rather than by organization: platform keys only. */
 export const SERVER_TARGETS = ['master', 'worker', 'server', 'cluster', 'broadcast'] as const;

@@ -1,16 +1,17 @@
 import type { OrganizationDocument } from '../db/documents.js';
 import type { Store } from '../db/types.js';
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
-import { sleep, systemClock, type Clock } from '../runtime/clock.js';
+import { sleep, type Clock } from '../runtime/clock.js';
 import { TrustedProxies, failureKey, normalizeAddress } from './client-address.js';
 import { TenantDirectory, type DirectoryOptions, type KnownKey } from './directory.js';
 import { EnvelopeTooDeepError, envelopeCheck, sanitizeEnvelope, type AuthorizedEnvelope, type AuthorizedUser, type Envelope, type SocketIdentity } from './envelope.js';
 import { AuthorizationError } from './errors.js';
 import { normalizeHost } from './host.js';
 import { parseKey, sameSecret, secretMatches } from './keys.js';
+import { IDENTITY_REFUSALS, UNKNOWN_KEY_HASH, checkKey, deny, keyServes, presentedKey, refused, tooManyFailures } from './refusals.js';
 import { isPermitted } from './permissions.js';
 import { tenantViolation } from './authority.js';
-import { FAILURE_LIMIT_DEFAULTS, FailureLimiter, type FailureLimitSettings } from './failure-limit.js';
+import { FAILURE_LIMIT_DEFAULTS, FailureLimiter, failureReportCheck, type FailureLedger, type FailureLimitSettings } from './failure-limit.js';
 
 /** The transport facts authorization needs; framework-free so HTTP routes and the WebSocket share it. */
 export interface AuthorizationRequest {
@@ -31,6 +32,16 @@ export interface AuthorizerOptions extends DirectoryOptions {
   denialLog?: { max: number; windowMs: number };
   /** SPEC 8.7: failed authentications allowed per client address, and how long a 429 is held (`auth.failureLimit`). */
   failureLimit?: FailureLimitSettings;
+  /**
+   * SPEC 8.7: a refusal of who the caller is (`auth.refusalFloorMs`, default 5) is answered no sooner than this
+   * after its request reached authorization, so how long the checks took cannot tell which one failed.
+   */
+  refusalFloorMs?: number;
+  /**
+   * Where failures are counted, when not here: a worker's primary, so that the allowance of an address is the
+   * server's, not each worker's. Unset, this process counts them (the primary, single-process mode).
+   */
+  failureLedger?: FailureLedger;
   /** Proxies whose `X-Forwarded-For` names the client (`http.trustProxy`): addresses or CIDR ranges. */
   trustedProxies?: readonly string[];
   /** Time of the failure limit and the denial log (default: the system clock). */
@@ -38,54 +49,20 @@ export interface AuthorizerOptions extends DirectoryOptions {
 }
 
 const DENIAL_LOG = { max: 50, windowMs: 10_000 };
+/**
+ * The system clock, with timers that hold the process: a held refusal is an answer owed to a client, like any
+ * request in flight (and it is held for at most `delayMs`).
+ */
+const answeringClock: Clock = {
+  now: () => Date.now(),
+  setTimeout(fn, ms) {
+    const timer = setTimeout(fn, ms);
+    return () => clearTimeout(timer);
+  },
+};
 /** 429s held at once at most; past that they are answered at once, so holding them cannot exhaust memory. */
 const MAX_HELD_REFUSALS = 1_000;
-const BEARER = /^Bearer ([^\s]+)$/i;
-/** Hashed when the key id or the host is unknown, so a miss costs what a wrong secret costs. */
-const UNKNOWN_KEY_HASH = Buffer.alloc(32);
-
-/**
- * Refusals are answers, not faults: they are built without a stack trace, which would cost more than the rest
- * of a refusal, and anyone can cause thousands a second.
- */
-function refusal(code: string, message: string, statusCode: 400 | 403 | 429, retryAfterS?: number): AuthorizationError {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  try {
-    return new AuthorizationError(code, message, statusCode, retryAfterS);
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
-}
-
-const deny = (code: string, message: string, statusCode: 400 | 403 = 403) => refusal(code, message, statusCode);
-/**
- * SPEC 8.7: the one answer for an unknown host, an unknown key, a wrong secret, another organization's key, a key
- * used on a host outside its list, and a request without a key that its host does not allow: telling them apart
- * would tell a caller which hosts and keys exist.
- */
-export const refused = () => deny('forbidden', 'this request is not authorized here');
-/** SPEC 8.7: whatever failed, the same answer once an address is past its failed-authentication limit. */
-const tooManyFailures = (retryAfterMs: number) => {
-  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-  return refusal('too_many_requests', `too many failed authentications from this address: retry in ${seconds} s`, 429, seconds);
-};
-
-/** The key from `Authorization: Bearer` or the envelope's `apikey`; both present and different is refused. */
-function presentedKey(header: string | string[] | undefined, apikey: unknown): string | undefined {
-  let fromHeader: string | undefined;
-  if (header !== undefined) {
-    const match = typeof header === 'string' ? BEARER.exec(header.trim()) : null;
-    if (!match) throw deny('malformed_authorization', 'the Authorization header must be "Bearer <key>"');
-    fromHeader = match[1];
-  }
-  const fromEnvelope = apikey === null || apikey === undefined ? undefined : apikey;
-  if (fromEnvelope !== undefined && (typeof fromEnvelope !== 'string' || fromEnvelope === '')) throw deny('malformed_key', 'apikey must be a key string');
-  if (fromHeader !== undefined && fromEnvelope !== undefined && fromHeader !== fromEnvelope) {
-    throw deny('conflicting_keys', 'the Authorization header and the envelope carry different keys');
-  }
-  return fromHeader ?? fromEnvelope;
-}
+export const REFUSAL_FLOOR_MS = 5;
 
 type SocketFacts = NonNullable<AuthorizationRequest['socket']>;
 
@@ -122,10 +99,13 @@ export class Authorizer {
   readonly directory: TenantDirectory;
   /** Anyone can cause denials at will, a thousand a second with made-up keys: their lines are rate-limited. */
   private readonly denials: { lines: RateLimitedWarnings; log: { warn(fields: object, message: string): void } } | undefined;
+  /** The allowance of each failing address: the ledger itself, or (with `failureLedger`) this process's view of it. */
   private readonly failures: FailureLimiter;
+  private readonly ledger: FailureLedger | undefined;
   private readonly proxies: TrustedProxies;
   private readonly clock: Clock;
   private readonly holdMs: number;
+  private readonly floorMs: number;
   private held = 0;
   private readonly failureKeys = new WeakMap<SocketFacts, string>();
 
@@ -138,12 +118,15 @@ export class Authorizer {
       this.denials = { lines: new RateLimitedWarnings({ ...(options.denialLog ?? DENIAL_LOG), what: 'authorization denials', log: info, clock: options.clock }), log: info };
     }
     this.failures = new FailureLimiter({ ...options.failureLimit, clock: options.clock });
+    this.ledger = options.failureLedger;
     this.proxies = new TrustedProxies(options.trustedProxies);
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? answeringClock;
     this.holdMs = options.failureLimit?.delayMs ?? FAILURE_LIMIT_DEFAULTS.delayMs;
+    this.floorMs = options.refusalFloorMs ?? REFUSAL_FLOOR_MS;
   }
 
   async request(request: AuthorizationRequest, envelope: unknown): Promise<AuthorizedEnvelope> {
+    const arrivedMs = this.clock.now();
     try {
       return await this.authorize(request, envelope);
     } catch (error) {
@@ -153,7 +136,7 @@ export class Authorizer {
         const details = { code: error.code, method: typeof method === 'string' ? method.slice(0, 200) : undefined, client: this.clientAddress(request) };
         this.denials.lines.warn(this.denials.log, details, 'authorization denied');
       }
-      if (error.statusCode === 429) await this.hold();
+      if (IDENTITY_REFUSALS.has(error.code)) await this.holdUntil(arrivedMs + (error.statusCode === 429 ? Math.max(this.holdMs, this.floorMs) : this.floorMs));
       throw error;
     }
   }
@@ -193,18 +176,48 @@ export class Authorizer {
   }
 
   /**
-   * A client past its limit waits for its 429. However cheap a refusal, answering a flood at once lets it take
-   * the worker's time from everyone else; held, a client that waits for its answers (as scripts do) sends a
-   * few requests per connection per second instead of thousands.
+   * A refusal is answered at a time fixed by its request's arrival: a 429 `delayMs` after it, any other refusal
+   * of who the caller is `refusalFloorMs` after it. The deadline, not a delay after the checks, is what makes
+   * an unknown host or key id (a store read) take as long as a known one (a cache hit). And a client past its
+   * limit waits for its 429: however cheap a refusal, answering a flood at once lets it take the worker's time
+   * from everyone else; held, a client that waits for its answers (as scripts do) sends a few requests per
+   * connection per second instead of thousands.
    */
-  private async hold(): Promise<void> {
-    if (this.holdMs === 0 || this.held >= MAX_HELD_REFUSALS) return;
+  private async holdUntil(deadlineMs: number): Promise<void> {
+    const waitMs = deadlineMs - this.clock.now();
+    if (waitMs <= 0 || this.held >= MAX_HELD_REFUSALS) return;
     this.held++;
     try {
-      await sleep(this.clock, this.holdMs);
+      await sleep(this.clock, waitMs);
     } finally {
       this.held--;
     }
+  }
+
+  /**
+   * A failure another process of this server reports (`FailureReport`): counted here, as this process's own
+   * are, with the same answer (0, or the milliseconds until the address may fail again).
+   */
+  reportedFailure(report: unknown): number {
+    if (!failureReportCheck.Check(report)) throw new Error('a failure report is { address: string }');
+    return this.failures.fail(report.address);
+  }
+
+  /**
+   * Counts a failure where this server counts them. A ledger that cannot be asked (the primary is going away)
+   * is no reason to stop limiting: this process counts on its own until it can again.
+   */
+  private async countFailure(client: string): Promise<number> {
+    if (!this.ledger) return this.failures.fail(client);
+    let retryAfterMs: number;
+    try {
+      retryAfterMs = await this.ledger.fail(client);
+    } catch {
+      return this.failures.fail(client);
+    }
+    if (typeof retryAfterMs !== 'number' || !(retryAfterMs >= 0)) return this.failures.fail(client);
+    this.failures.observe(client, retryAfterMs);
+    return retryAfterMs;
   }
 
   /** The client's address: the socket's peer, or behind a trusted proxy the address it forwarded. */
@@ -268,19 +281,20 @@ export class Authorizer {
 
   /**
    * A request that presents a key: the key must check out on this host. Every way it can fail counts against
-   * the client's address (SPEC 8.7); past the limit the answer is 429, and a key id this process knows nothing
-   * about is read from the store at most once every `windowMs / max`, so a flood of made-up keys costs next to
-   * nothing. A key that checks out still passes: an attacker sharing an address (a NAT, a proxy) cannot lock
-   * its holder out.
+   * the client's address, alike (SPEC 8.7); past the limit the answer is 429 whatever failed, and a key id this
+   * process knows nothing about is read from the store at most once every `windowMs / max`, so a flood of
+   * made-up keys costs next to nothing (a key not read is refused and counted as one read and found wrong is).
+   * A key that checks out still passes: an attacker sharing an address (a NAT, a proxy) cannot lock its holder
+   * out.
    */
   private async authenticate(request: AuthorizationRequest, host: string | undefined, apikey: unknown): Promise<{ organization: OrganizationDocument; known: KnownKey }> {
     const client = this.failures.enabled ? this.failureKeyOf(request) : '';
-    const limitedMs = this.failures.retryAfterMs(client);
+    const limited = this.failures.retryAfterMs(client) > 0;
     try {
       const key = presentedKey(request.headers.authorization, apikey)!;
       const parsed = parseKey(key);
-      if (!parsed) throw limitedMs > 0 ? tooManyFailures(limitedMs) : deny('malformed_key', 'the key is not in the fleetplane key format');
-      if (limitedMs > 0 && !this.mayStillCheckOut(client, parsed.keyId)) throw tooManyFailures(limitedMs);
+      if (!parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
+      if (limited && !this.mayStillCheckOut(client, parsed.keyId)) throw refused();
       const organization = await this.organizationOf(host);
       if (!organization) {
         // As long as a known host's refusal takes: the key is hashed either way.
@@ -291,8 +305,8 @@ export class Authorizer {
       if (this.failures.size > 0) this.failures.succeeded(client, parsed.keyId);
       return { organization, known };
     } catch (error) {
-      if (!(error instanceof AuthorizationError) || error.statusCode === 429) throw error;
-      const retryAfterMs = this.failures.fail(client);
+      if (!(error instanceof AuthorizationError)) throw error;
+      const retryAfterMs = this.failures.enabled ? await this.countFailure(client) : 0;
       throw retryAfterMs > 0 ? tooManyFailures(retryAfterMs) : error;
     }
   }
@@ -308,31 +322,4 @@ export class Authorizer {
     if (cached !== undefined) return cached !== null;
     return this.directory.remembersKey(keyId) || this.failures.verified(client, keyId) || this.failures.takeLookup(client);
   }
-}
-
-/**
- * The presented secret against the key's record: the secret that last matched this cached record is compared
- * directly (constant time), any other one is hashed, as is a secret for an unknown key id, so a miss costs what
- * a wrong secret costs.
- */
-function checkKey(secret: string, known: KnownKey | null, organizationId: string, host: string): KnownKey {
-  const matches = known?.verifiedSecret !== undefined && sameSecret(secret, known.verifiedSecret) ? true : secretMatches(secret, known?.hash ?? UNKNOWN_KEY_HASH);
-  if (!known || !matches) throw refused();
-  known.verifiedSecret = secret;
-  if (known.record.organization_id !== organizationId) throw refused();
-  if (known.hosts && !known.hosts.has(host)) throw refused();
-  // Only the key's holder learns these: the secret matched, on one of its own organization's hosts.
-  if (known.record.disabled) throw deny('key_revoked', 'this key has been revoked');
-  if (known.expiresAtMs !== undefined && known.expiresAtMs <= Date.now()) throw deny('key_expired', 'this key has expired');
-  return known;
-}
-
-/** Whether a key whose secret matched may be used for this organization on this host, as `checkKey` decides. */
-function keyServes(known: KnownKey, organizationId: string, host: string): boolean {
-  return (
-    known.record.organization_id === organizationId &&
-    (!known.hosts || known.hosts.has(host)) &&
-    !known.record.disabled &&
-    (known.expiresAtMs === undefined || known.expiresAtMs > Date.now())
-  );
 }

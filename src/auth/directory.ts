@@ -22,6 +22,9 @@ export interface KnownKey {
 /** Staleness bound, cap and clock of the directory's cache (see `StoreCache`), and the configured platform organization. */
 export type DirectoryOptions = StoreCacheOptions & { platformOrganization?: string };
 
+/** Key ids remembered past the cache (see `TenantDirectory.remembersKey`). */
+const KNOWN_IDS = 10_000;
+
 /** Cache entry of the platform organization's id; host names never contain a NUL. */
 const PLATFORM_ENTRY = '\0platform';
 
@@ -34,6 +37,12 @@ export class TenantDirectory {
   private readonly keys: StoreCache;
 
   private readonly configuredPlatform: string | undefined;
+  /**
+   * Ids of keys this process has read a record of, kept when the cache is emptied (by any write to the watched
+   * collections, or by its maximum age): while an address is over its failure limit, such an id may still be
+   * read from the store, so a key in use is not locked out by a flood of made-up ones that spend the reads.
+   */
+  private readonly knownIds = new Set<string>();
 
   constructor(
     private readonly store: Store,
@@ -67,6 +76,7 @@ export class TenantDirectory {
   key(keyId: string): Promise<KnownKey | null> {
     return this.keys.get(keyId, async () => {
       const record = await this.store.collection<KeyDocument>('keys').findOne({ _id: keyId });
+      if (record) this.rememberId(keyId);
       return record ? toKnownKey(record) : null;
     });
   }
@@ -77,11 +87,19 @@ export class TenantDirectory {
   }
 
   /**
-   * Whether the cache holds an answer for `keyId` (its record or "no such key"), however stale: what may be
-   * checked without a store read while the caller's address is over its failed-authentication limit.
+   * Whether the cache holds an answer for `keyId` (its record or "no such key"), however stale, or this process
+   * has read a record of it before: what may still be checked while the caller's address is over its
+   * failed-authentication limit.
    */
   remembersKey(keyId: string): boolean {
-    return this.keys.has(keyId);
+    return this.keys.has(keyId) || this.knownIds.has(keyId);
+  }
+
+  private rememberId(keyId: string): void {
+    if (this.knownIds.has(keyId)) return;
+    // As many as the cache holds; the oldest is forgotten first.
+    if (this.knownIds.size >= KNOWN_IDS) this.knownIds.delete(this.knownIds.values().next().value!);
+    this.knownIds.add(keyId);
   }
 
   /** SPEC 5.5: an inactive organization's hosts and keys are released from this process's cache. */

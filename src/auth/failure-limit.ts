@@ -1,3 +1,5 @@
+import { Type } from '@sinclair/typebox';
+import { lazyCheck } from '../schema/lazy-check.js';
 import type { Clock } from '../runtime/clock.js';
 import { systemClock } from '../runtime/clock.js';
 
@@ -16,11 +18,25 @@ export const FAILURE_LIMIT_DEFAULTS = { max: 20, windowMs: 10_000, maxAddresses:
 /** `auth.failureLimit`: the limiter's options, and how long the authorizer holds a 429 before answering. */
 export type FailureLimitSettings = Omit<FailureLimitOptions, 'clock'> & { delayMs?: number };
 
+/**
+ * Where the failures of a server are counted: every process of a server asks the same one (its primary), so a
+ * client address has one allowance whichever worker its connections reach. Answers as `FailureLimiter.fail`.
+ */
+export interface FailureLedger {
+  fail(address: string): number | Promise<number>;
+}
+
+/** The RPC a worker reports a failed authentication with to its primary's ledger. */
+export const FAILURE_REPORT_METHOD = 'primary.auth.failure';
+/** A worker's report of a failed authentication (an IPC message: checked where it is received). */
+export const FailureReport = Type.Object({ address: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false });
+export const failureReportCheck = lazyCheck(FailureReport);
+
 /** Key ids that authenticated from an address, kept while it has an entry; a few cover every real client. */
 const VERIFIED_PER_ADDRESS = 4;
 
 interface Entry {
-  /** Failures still allowed now (fractional while refilling). */
+  /** Failures still allowed now (fractional while refilling; down to `-max` while an address keeps failing). */
   allowance: number;
   updatedMs: number;
   verified?: string[];
@@ -31,8 +47,13 @@ interface Entry {
 /**
  * SPEC 8.7: failed authentications per client address, as a token bucket. An address may fail `max` times at
  * once, then once every `windowMs / max`; while its allowance is spent, `retryAfterMs` says how long until the
- * next failure would be allowed. Only addresses that failed are tracked, and at most `maxAddresses` of them:
- * an attacker rotating addresses pushes out the quietest ones, never grows memory.
+ * next failure would be allowed. A failure past the limit is charged as well (the allowance goes down to
+ * `-max`), so an address that keeps failing stays limited whatever it sends: were refused attempts free, the
+ * allowance coming back every `windowMs / max` would go to whichever request came first after it, and a
+ * prober alternating two kinds of key would see one always answered 403 and the other always 429. One that
+ * stops failing may fail again within `windowMs + windowMs / max`. Only addresses that failed are tracked, and
+ * at most `maxAddresses` of them: an attacker rotating addresses pushes out the quietest ones, never grows
+ * memory.
  */
 export class FailureLimiter {
   readonly max: number;
@@ -70,20 +91,25 @@ export class FailureLimiter {
 
   /**
    * Records a failed authentication. Returns 0 when it was within the allowance (answer it as any refusal),
-   * otherwise the milliseconds until the next failure is allowed (answer 429).
+   * otherwise the milliseconds until the next failure is allowed (answer 429); either way it is charged.
    */
   fail(address: string): number {
     if (!this.enabled) return 0;
-    let entry = this.entries.get(address);
-    if (!entry) {
-      if (this.entries.size >= this.maxAddresses) this.entries.delete(this.entries.keys().next().value!);
-      entry = { allowance: this.max, updatedMs: this.clock.now() };
-    }
-    this.touch(address, entry);
+    const entry = this.tracked(address);
     const allowance = this.refill(entry);
-    if (allowance < 1) return this.waitMs(allowance);
-    entry.allowance = allowance - 1;
-    return 0;
+    entry.allowance = Math.max(-this.max, allowance - 1);
+    return allowance < 1 ? this.waitMs(entry.allowance) : 0;
+  }
+
+  /**
+   * What the server's ledger answered for a failure of `address` (0: within its allowance): this process's
+   * view of the address follows it, so that `retryAfterMs` here says what the ledger would.
+   */
+  observe(address: string, retryAfterMs: number): void {
+    if (!this.enabled) return;
+    const entry = this.tracked(address);
+    const allowance = this.refill(entry);
+    entry.allowance = retryAfterMs > 0 ? Math.max(-this.max, 1 - (retryAfterMs * this.max) / this.windowMs) : Math.max(allowance, 1);
   }
 
   /** Remembers that `keyId` authenticated from `address` (only for an address that has failed). */
@@ -124,6 +150,17 @@ export class FailureLimiter {
   private waitMs(allowance: number): number {
     // Less a hair, so that float dust (0.998 → 1.0000000000000009 ms) does not add a millisecond.
     return allowance >= 1 ? 0 : Math.max(1, Math.ceil(((1 - allowance) * this.windowMs) / this.max - 1e-6));
+  }
+
+  /** The entry of `address`, made when there is none (forgetting the oldest past `maxAddresses`), as the newest. */
+  private tracked(address: string): Entry {
+    let entry = this.entries.get(address);
+    if (!entry) {
+      if (this.entries.size >= this.maxAddresses) this.entries.delete(this.entries.keys().next().value!);
+      entry = { allowance: this.max, updatedMs: this.clock.now() };
+    }
+    this.touch(address, entry);
+    return entry;
   }
 
   private touch(address: string, entry: Entry): void {

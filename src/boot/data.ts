@@ -3,6 +3,7 @@ import type { Logger } from '../logging/logger.js';
 import type { Store } from '../db/types.js';
 import type { Authorizer } from '../auth/authorize.js';
 import { openDataServices } from '../auth/services.js';
+import type { FailureLedger } from '../auth/failure-limit.js';
 import { secretsKeyFile } from '../secrets/key-file.js';
 import { SecretKeyring } from '../secrets/keyring.js';
 import { SealedStore } from '../secrets/sealed-store.js';
@@ -24,14 +25,17 @@ export function openKeyring(config: ResolvedConfig, env: NodeJS.ProcessEnv): Sec
  * This process's store and the authorizer over it. The primary seals secrets still stored in plain text
  * first; workers open the same store with the same keys.
  */
-export async function openServerData(config: ResolvedConfig, log: Logger, secrets: SecretKeyring, options: { sealAtStart: boolean }): Promise<ServerData> {
+/**
+ * `failureLedger`: where failed authentications are counted, for a worker its primary (see `Authorizer`).
+ */
+export async function openServerData(config: ResolvedConfig, log: Logger, secrets: SecretKeyring, options: { sealAtStart: boolean; failureLedger?: FailureLedger }): Promise<ServerData> {
   // SIGTERM or SIGINT while the store is still unreachable stops the boot instead of waiting on.
   const stop = new AbortController();
   const abort = () => stop.abort(new Error('stopped while waiting for the store'));
   process.once('SIGTERM', abort).once('SIGINT', abort);
   let data;
   try {
-    data = await openDataServices(config, log.child({ component: 'authorize' }), { signal: stop.signal });
+    data = await openDataServices(config, log.child({ component: 'authorize' }), { signal: stop.signal, failureLedger: options.failureLedger });
   } finally {
     process.off('SIGTERM', abort).off('SIGINT', abort);
   }

@@ -12,6 +12,8 @@ import { Mesh, type MeshApi, type MeshMessage } from '../mesh/mesh.js';
 import { SERVERS, runningPeers } from '../mesh/inventory.js';
 import { meshSettings, meshUrl, publicUrl } from '../mesh/settings.js';
 import { onFleetReady } from '../lifecycle/startup-readiness.js';
+import { IpcError } from '../ipc/envelope.js';
+import type { SecretKeyring } from '../secrets/keyring.js';
 
 /**
  * SPEC 6.3, the close contract: 1000 ("do not retry") only for an explicit node shutdown; a restart, a reboot
@@ -45,16 +47,39 @@ export interface PrimaryMeshDeps {
   organizations: OrganizationPresence;
   /** The mesh socket a hand-over passed: listened on rather than bound (SPEC 1.10). */
   inheritedSocket?: unknown;
+  /** The keyring that seals the cluster CA's key (`mesh.tls.mode: "auto"`). */
+  secrets: SecretKeyring;
+  handle(method: string, handler: (data: unknown) => unknown): void;
 }
 
 export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMesh> {
   const { identity, events, primary, router, db, authorize, state, organizations } = deps;
   const { config, log } = identity;
-  const settings = meshSettings(config);
+  let settings = meshSettings(config);
   const cluster = config.server.cluster;
   const startedAt = new Date().toISOString();
   const meshLog = log.child({ component: 'mesh' });
-  const mesh = new Mesh({
+  // `mesh.tls.mode: "auto"`: the cluster's CA issues this server's certificate before the mesh port is bound.
+  let mesh: Mesh | undefined;
+  const certificates =
+    settings.active && settings.auto
+      ? await (await import('../tls/mesh-certificates.js')).MeshCertificates.start({
+          store: db, secrets: deps.secrets, cluster, serverId: identity.id, lifetimeMs: config.mesh.tls.lifetimeMs, log: meshLog,
+          renewed: (material) => mesh?.setTls(material),
+          revocations: () => mesh?.recheckLinks(),
+        })
+      : undefined;
+  if (certificates) {
+    settings = { ...settings, tls: certificates.material };
+    primary.onShutdown(() => certificates.close());
+  }
+  deps.handle('tls.revoke', (serial) => {
+    if (!certificates) throw new IpcError('bad_request', 'mesh certificates are revoked in mesh.tls.mode "auto" only (with files, take the certificate out of the CA you manage)');
+    return certificates.revoke(serial).catch((error: unknown) => {
+      throw error instanceof TypeError ? new IpcError('bad_request', error.message) : error;
+    });
+  });
+  mesh = new Mesh({
     serverId: identity.id,
     cluster,
     config: config.mesh,
@@ -65,6 +90,7 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     publicUrl: () => publicUrl(config, primary.ports),
     discover: async () => runningPeers(db, identity.id, cluster, await authorize.directory.platformOrganization()),
     inventoryToken: () => db.changeToken([SERVERS]),
+    peerCheck: certificates?.peerCheck,
   });
   router.forwarder = mesh;
   events.on('organization.active', ({ organization_id }) => mesh.organizationActive(organization_id));

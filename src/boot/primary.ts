@@ -15,10 +15,12 @@ import { PrimaryChannels, type WorkerEndpoint } from '../runtime/channels.js';
 import { StorageAuthority } from '../storage/index.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
+import { FAILURE_REPORT_METHOD } from '../auth/failure-limit.js';
 import { primaryIpc } from './ipc.js';
 import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
 import { openPrimaryOverview, workerOverview } from './overview.js';
+import { openPrimaryTls } from './tls.js';
 import { bindParentKeys, openAutomationAndManager, openManagerConnection } from './manager.js';
 import { REMOVAL_METHOD, removalHandler } from '../autoscaler/removal.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
@@ -54,6 +56,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const local = decision.count === 0 ? inProcessWorker(identity, events, channels) : undefined;
   const primary = new PrimaryRuntime({ config: resolved, manager: managerConnection, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
   const host = new PrimaryHost(primary, local);
+  primary.handleWorkerRpc(FAILURE_REPORT_METHOD, (report) => data.authorize.reportedFailure(report));
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
   const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
@@ -73,7 +76,10 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   });
   const handed = successor ? await takeSeed(successor, resolved, storage, ipc.state) : undefined;
   const meshSocket = meshSettings(resolved).active ? handed?.get('mesh') : closeHandle(handed?.get('mesh'));
-  const mesh = await openPrimaryMesh({ identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations, inheritedSocket: meshSocket });
+  const mesh = await openPrimaryMesh({
+    identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations, inheritedSocket: meshSocket,
+    secrets: data.secrets, handle: (method, handler) => ipc.envelopes.handle(method, handler),
+  });
   // A cluster's autoscaler removes this server gracefully whether this server runs the autoscaler or not.
   const { autoscaler: scaling, lifecycle: hostSettings } = resolved;
   ipc.envelopes.handle(REMOVAL_METHOD, removalHandler({
@@ -94,7 +100,8 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     platformOrganization: () => data.authorize.directory.platformOrganization(), ...(autoscaler ? { autoscaler } : {}),
   });
   if (local) workerOverview(ipc.envelopes.handle, local);
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository });
+  const tls = openPrimaryTls({ config: resolved, log, primary, mesh: mesh.mesh, handle: (method, handler) => ipc.envelopes.handle(method, handler) });
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository, https: tls.https });
   for (const plugin of options.plugins ?? []) server.use(plugin);
 
   const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;
@@ -154,6 +161,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   } catch (error) {
     await successor?.failed((error as Error).message);
     removeSocket();
+    tls.close();
     mesh.abort();
     await server.uninstallPlugins();
     throw error;

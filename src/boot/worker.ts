@@ -5,9 +5,11 @@ import { WorkerHost } from '../runtime/host.js';
 import { StorageReplica } from '../storage/index.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
+import { FAILURE_REPORT_METHOD } from '../auth/failure-limit.js';
 import { workerIpc } from './ipc.js';
 import { workerMesh } from './mesh.js';
 import { workerOverview } from './overview.js';
+import { workerHttps } from './tls.js';
 import { openAutomationAndManager } from './manager.js';
 import { INTERNAL_ENV, type InitOptions } from './options.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerBoot, type WorkerToPrimary } from '../runtime/messages.js';
@@ -24,7 +26,10 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const identity: ServerIdentity = { id: serverId, workerId, config: resolved, log };
   // The same environment and key file as the primary's: the key itself never travels in the config.
   const secrets = openKeyring(resolved, env);
-  const data = await openServerData(resolved, log, secrets, { sealAtStart: false });
+  // Failed authentications are counted by the primary, so a client address has one allowance per server. The
+  // ledger is asked only while a request is served, once `runtime` exists and is bound.
+  const failureLedger = { fail: (address: string) => runtime.rpc.call<number>(FAILURE_REPORT_METHOD, { address }, 2_000) };
+  const data = await openServerData(resolved, log, secrets, { sealAtStart: false, failureLedger });
   const events = serverEvents(log);
   const runtime = new WorkerRuntime(resolved, workerId, log, events);
   const host = new WorkerHost(runtime, Number(env[INTERNAL_ENV.total]));
@@ -33,7 +38,7 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
   const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, runtime);
   workerOverview(ipc.envelopes.handle, runtime);
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager });
+  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager, https: workerHttps(resolved, runtime) });
   runtime.onStopped(async () => {
     await managed.close();
     await data.db.close();

@@ -5,6 +5,7 @@ import { reconnectDelayMs, stopsRetries, type ReconnectSchedule } from './backof
 import { dialHeaders, verifyAccept } from './handshake.js';
 import type { Corkable } from './link.js';
 import type { MeshEvents } from './events.js';
+import { peerCertificateOf, type MeshTls, type PeerCertificateCheck } from './settings.js';
 
 /** A running peer as the inventory lists it. */
 export interface PeerTarget {
@@ -18,7 +19,10 @@ export interface DialerDeps {
   self: string;
   cluster: string;
   secret?: string;
-  tls?: { key: Buffer; cert: Buffer; ca: Buffer };
+  /** The mutual-TLS material of the next dial (it may be renewed or reloaded meanwhile). */
+  tls?: () => MeshTls | undefined;
+  /** Checks the acceptor's certificate names the peer dialed (instead of the URL's host) and is not revoked. */
+  peerCheck?: PeerCertificateCheck;
   schedule: ReconnectSchedule;
   maxPayload: number;
   random: () => number;
@@ -85,7 +89,8 @@ export class PeerDialer {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.state = 'connecting';
-    const { self, cluster, secret, tls, log } = this.deps;
+    const { self, cluster, secret, log } = this.deps;
+    const tls = this.deps.tls?.();
     const peer = this.target.id;
     const { headers, nonce } = dialHeaders({ server: self, cluster, to: peer }, secret);
     let ws: WebSocket;
@@ -97,6 +102,8 @@ export class PeerDialer {
         handshakeTimeout: 10_000,
         followRedirects: false,
         ...(tls ? { key: tls.key, cert: tls.cert, ca: tls.ca } : {}),
+        // The certificate names a server, not a host: `peerCheck` checks it against the peer dialed.
+        ...(this.deps.peerCheck ? { checkServerIdentity: () => undefined } : {}),
       });
     } catch (error) {
       log.warn({ err: error, peer, url: this.target.url }, 'mesh peer URL is unusable');
@@ -107,7 +114,7 @@ export class PeerDialer {
     let socket: Corkable | undefined;
     ws.on('upgrade', (response) => {
       socket = response.socket;
-      const problem = verifyAccept(response.headers, { peer, self, cluster, nonce }, secret);
+      const problem = verifyAccept(response.headers, { peer, self, cluster, nonce }, secret) ?? this.deps.peerCheck?.(peerCertificateOf(response.socket), peer);
       if (problem) {
         log.warn({ peer, url: this.target.url, reason: problem }, 'mesh peer failed authentication: not linking');
         ws.terminate();

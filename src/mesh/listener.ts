@@ -6,13 +6,14 @@ import type { WebSocketServer, WebSocket } from 'ws';
 import { ws } from './ws.js';
 import type { Logger } from '../logging/logger.js';
 import type { MeshEvents } from './events.js';
+import type { MeshTls } from './settings.js';
 
 export type UpgradeVerdict<T> = { ok: true; value: T; headers: string[] } | { ok: false; status: number; reason: string; peer?: string };
 
 export interface ListenerOptions<T> {
   host: string;
   port: number;
-  tls?: { key: Buffer; cert: Buffer; ca: Buffer };
+  tls?: MeshTls;
   maxPayload: number;
   log: Logger;
   /** Decides on an upgrade request before any WebSocket exists. */
@@ -53,6 +54,11 @@ export class MeshListener<T> {
       log.warn({ remote: socket.remoteAddress, reason: error.message }, 'mesh TLS handshake refused');
       options.refused({ status: 0, reason: `tls: ${error.message}`, remote: socket.remoteAddress });
     });
+  }
+
+  /** New TLS material for the next handshakes; links already open keep theirs. */
+  setSecureContext(tls: MeshTls): void {
+    (this.server as import('node:https').Server).setSecureContext({ key: tls.key, cert: tls.cert, ca: tls.ca });
   }
 
   /** Binds the mesh port, or listens on `inherited`, the mesh socket a hand-over passed (SPEC 1.10). */

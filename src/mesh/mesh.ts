@@ -14,7 +14,7 @@ import { PeerLink, type Corkable, type LinkHandler } from './link.js';
 import { MeshListener, type UpgradeVerdict } from './listener.js';
 import { PeerDialer, type PeerTarget } from './dialer.js';
 import { RecentIds, answerCall, answerEnvelope, forwardOverLinks, selectLinks, type MeshHandler, type RouteFromPeer } from './peer-requests.js';
-import type { MeshSettings } from './settings.js';
+import { peerCertificateOf, type MeshSettings, type MeshTls, type PeerCertificateCheck } from './settings.js';
 import { DiscoveryLoop } from './discovery.js';
 import type { MeshEvents } from './events.js';
 
@@ -37,6 +37,8 @@ export interface MeshDeps {
   /** A value that changes when the inventory may have changed; polled between discoveries. */
   inventoryToken?(): Promise<string>;
   random?: () => number;
+  /** Checks of a peer's certificate beyond TLS's own (`mesh.tls.mode: "auto"`), both ways. */
+  peerCheck?: PeerCertificateCheck;
 }
 
 /**
@@ -47,6 +49,8 @@ export interface MeshDeps {
  */
 export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwarder {
   private readonly links = new Map<string, PeerLink>();
+  /** The certificate each link's peer presented (`peerCheck` only), checked again when revocations change. */
+  private readonly linkCertificates = new WeakMap<PeerLink, ReturnType<typeof peerCertificateOf>>();
   private readonly linkClosed = new Map<PeerLink, (code: number) => void>();
   private readonly dialers = new Map<string, PeerDialer>();
   private readonly handlers = new Map<string, MeshHandler>();
@@ -70,6 +74,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
 
   constructor(private readonly deps: MeshDeps) {
     super((event, error) => deps.log.error({ err: error, event }, 'mesh event listener failed'));
+    this.tls = deps.settings.tls;
     this.discovery = new DiscoveryLoop({
       intervalMs: deps.config.discoveryIntervalMs,
       discover: deps.discover,
@@ -86,6 +91,33 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
   /** The mesh's listening socket, for a hand-over (SPEC 1.10). */
   get listeningSocket(): { host: string; port: number; handle: unknown } | undefined {
     return this.listener?.socket;
+  }
+  /** The mutual-TLS material of the next handshakes, either way. */
+  private tls: MeshTls | undefined;
+
+  /**
+   * Swaps the mutual-TLS material (a reload, a renewed certificate): the mesh port presents it from the next
+   * handshake and dialers use it from their next dial. Links already open are not touched.
+   */
+  setTls(tls: MeshTls): void {
+    this.tls = tls;
+    this.listener?.setSecureContext(tls);
+  }
+
+  /**
+   * Checks the certificate of every open link again (`mesh.tls.mode: "auto"`, when the cluster's revoked serials
+   * changed): a link whose peer presented a certificate that fails the check now is closed; its peer dials again
+   * with a certificate that passes, or is refused.
+   */
+  recheckLinks(): void {
+    const check = this.deps.peerCheck;
+    if (!check) return;
+    for (const link of this.links.values()) {
+      const problem = check(this.linkCertificates.get(link), link.peer);
+      if (!problem) continue;
+      this.deps.log.warn({ peer: link.peer, direction: link.direction, reason: problem }, 'mesh link closed: its certificate no longer passes');
+      link.close(1008, 'certificate no longer valid');
+    }
   }
 
   /** Binds the mesh port (when the mesh is on), or listens on the socket a hand-over passed; returns the port. */
@@ -201,6 +233,8 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
     if (claim.to !== self) return { ok: false, status: 403, reason: `handshake is addressed to "${claim.to}"`, peer };
     if (peer === self) return { ok: false, status: 403, reason: "peer claims this server's id", peer };
     if (peer < self) return { ok: false, status: 403, reason: 'the server with the larger id dials: this pair is linked the other way', peer };
+    const certificateProblem = this.deps.peerCheck?.(peerCertificateOf(request.socket), peer);
+    if (certificateProblem) return { ok: false, status: 403, reason: certificateProblem, peer };
     const existing = this.links.get(peer);
     if (existing?.open) {
       // A peer that restarted may dial before this side noticed the old link died: check it now.
@@ -219,6 +253,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
       this.linkHandler,
     );
     this.links.set(peer, link);
+    if (this.deps.peerCheck) this.linkCertificates.set(link, peerCertificateOf(socket));
     if (onClose) this.linkClosed.set(link, onClose);
     try {
       const url = this.deps.publicUrl();
@@ -258,7 +293,8 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
         self: serverId,
         cluster,
         secret: settings.secret,
-        tls: settings.tls,
+        tls: () => this.tls,
+        peerCheck: this.deps.peerCheck,
         schedule: settings.schedule,
         maxPayload: settings.maxPayload,
         random: this.deps.random ?? Math.random,

@@ -4,12 +4,35 @@ import type { ResolvedConfig } from '../config/schema.js';
 import { ConfigError } from '../config/errors.js';
 import type { ReconnectSchedule } from './backoff.js';
 
+/**
+ * A check of the certificate a peer presented, beyond the CA's signature and the validity dates TLS checks
+ * itself (`mesh.tls.mode: "auto"`: it names the server the link claims, and is not revoked). The reason it fails,
+ * or undefined.
+ */
+export type PeerCertificateCheck = (certificate: { serialNumber?: string; subject?: { CN?: string | string[] } } | undefined, peer: string) => string | undefined;
+
+/** The certificate the other end of `socket` presented, when it is a TLS socket that has one. */
+export function peerCertificateOf(socket: unknown): { serialNumber?: string; subject?: { CN?: string | string[] } } | undefined {
+  const tls = socket as { getPeerCertificate?: () => { serialNumber?: string } };
+  const certificate = typeof tls?.getPeerCertificate === 'function' ? tls.getPeerCertificate() : undefined;
+  return certificate && certificate.serialNumber ? certificate : undefined;
+}
+
+/** The mesh's mutual-TLS material: this server's key and certificate, and the CA its peers are checked against. */
+export interface MeshTls {
+  key: string | Buffer;
+  cert: string | Buffer;
+  ca: string | Buffer;
+}
+
 export interface MeshSettings {
   /** False when this server stays out of the mesh; `why` says so in the log. */
   active: boolean;
   why?: string;
   secret?: string;
-  tls?: { key: Buffer; cert: Buffer; ca: Buffer };
+  tls?: MeshTls;
+  /** `mesh.tls.mode: "auto"`: the material comes from the cluster's CA (set by the boot code before listening). */
+  auto: boolean;
   schedule: ReconnectSchedule;
   /** Transport cap: frames above `maxFrameBytes` and up to this are refused politely, larger ones close the link. */
   maxPayload: number;
@@ -22,6 +45,8 @@ export function meshSettings(config: ResolvedConfig): MeshSettings {
   const mesh = config.mesh;
   const { key, cert, ca } = mesh.tls;
   const given = [key, cert, ca].filter(Boolean).length;
+  const auto = mesh.tls.mode === 'auto';
+  if (auto && given > 0) throw new ConfigError(!key ? (!cert ? 'mesh.tls.ca' : 'mesh.tls.cert') : 'mesh.tls.key', 'mesh.tls.mode "auto" makes its own certificates: remove key, cert and ca (or set mode "files")');
   if (given > 0 && given < 3) throw new ConfigError(!key ? 'mesh.tls.key' : !cert ? 'mesh.tls.cert' : 'mesh.tls.ca', 'mutual TLS needs key, cert and ca');
   if (mesh.reconnect.jitterMinMs > mesh.reconnect.jitterMaxMs) throw new ConfigError('mesh.reconnect.jitterMinMs', 'must not exceed mesh.reconnect.jitterMaxMs');
   if (mesh.pingIntervalMs === 0) throw new ConfigError('mesh.pingIntervalMs', 'must be > 0');
@@ -34,8 +59,8 @@ export function meshSettings(config: ResolvedConfig): MeshSettings {
       throw new ConfigError('mesh.tls', `cannot read a TLS file (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
     }
   }
-  const why = !mesh.enabled ? 'mesh.enabled is false' : !mesh.secret && !tls ? 'no mesh.secret (or mesh.tls) configured' : undefined;
-  return { active: why === undefined, why, secret: mesh.secret, tls, schedule: mesh.reconnect, maxPayload: mesh.maxFrameBytes * 2 };
+  const why = !mesh.enabled ? 'mesh.enabled is false' : !mesh.secret && !tls && !auto ? 'no mesh.secret (or mesh.tls) configured' : undefined;
+  return { active: why === undefined, why, secret: mesh.secret, tls, auto, schedule: mesh.reconnect, maxPayload: mesh.maxFrameBytes * 2 };
 }
 
 /** The host name peers use for an address this server binds; every interface means "this host's name". */

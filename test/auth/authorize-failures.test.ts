@@ -23,8 +23,8 @@ const idOf = (fullKey: string) => fullKey.split('.')[0]!;
 function setup(options: AuthorizerOptions = {}) {
   const clock = new FakeClock(Date.now());
   const counted = countingStore(store);
-  // 429s are answered at once here (delayMs: 0); holding them has its own test.
-  const authorizer = new Authorizer(counted.store, { clock, failureLimit: { max: 10, windowMs: 10_000, delayMs: 0 }, ...options });
+  // Refusals are answered at once here (delayMs: 0, refusalFloorMs: 0); holding them has its own tests.
+  const authorizer = new Authorizer(counted.store, { clock, failureLimit: { max: 10, windowMs: 10_000, delayMs: 0 }, refusalFloorMs: 0, ...options });
   t.teardown(() => authorizer.close());
   /** The status code and error code of one request: `200`, `403 forbidden`, `429 too_many_requests`. */
   const outcome = async (address: string, credential: { key?: string; authorization?: string; apikey?: string; host?: string } = {}, method = 'object.read') => {
@@ -72,7 +72,8 @@ t.test('every way a presented key fails counts; past the limit each of them is a
     '403 key_revoked',
     '403 key_expired',
   ]);
-  for (const [name, credential] of failures) t.equal(await outcome('203.0.113.5', credential), '429 too_many_requests 1', name);
+  // Each failure past the limit is charged too: one more refill interval (1 s) to wait after each.
+  for (const [index, [name, credential]] of failures.entries()) t.equal(await outcome('203.0.113.5', credential), `429 too_many_requests ${index + 2}`, name);
   t.equal(await outcome('203.0.113.5', { key: adminA }), '200', 'a valid key from the same address still passes');
   t.equal(await outcome('198.51.100.7', { key: generateKey().key }), '403 forbidden', 'another address is not affected');
 });
@@ -93,18 +94,22 @@ t.test('over the limit, unknown key ids cost one store lookup per windowMs / max
   for (let i = 0; i < 10; i++) t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '403 forbidden');
   const lookups = reads.keys ?? 0;
   t.equal(lookups, 11, 'the valid key and each of the ten unknown ids were looked up once');
-  for (let i = 0; i < 1_000; i++) if ((await outcome('203.0.113.5', { key: generateKey().key })) !== '429 too_many_requests 1') t.fail('not refused with 429');
+  for (let i = 0; i < 1_000; i++) if (!(await outcome('203.0.113.5', { key: generateKey().key })).startsWith('429 too_many_requests ')) t.fail('not refused with 429');
   t.equal(reads.keys, lookups + 1, 'a thousand unknown key ids over the limit, the clock standing still: one store lookup');
-  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 1');
+  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 11', 'the debt is bounded: max + 1 refill intervals at most');
   clock.advance(999);
-  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 1', 'not before windowMs / max');
+  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 11', 'an address that keeps failing stays limited');
+  t.equal(reads.keys, lookups + 1, 'and no lookup before windowMs / max');
   clock.advance(1);
-  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '403 forbidden', 'one more real check after windowMs / max');
-  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 1');
-  clock.advance(10_000);
+  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 11', 'after windowMs / max, one more lookup, refused alike');
+  t.equal(reads.keys, lookups + 2);
+  clock.advance(11_000);
+  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '403 forbidden', 'quiet for max + 1 refill intervals, the address may fail again');
+  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 2');
+  clock.advance(11_000);
   const recovered = [];
   for (let i = 0; i < 11; i++) recovered.push(await outcome('203.0.113.5', { key: generateKey().key }));
-  t.same(recovered, [...Array<string>(10).fill('403 forbidden'), '429 too_many_requests 1'], 'after a whole window, the whole allowance');
+  t.same(recovered, [...Array<string>(10).fill('403 forbidden'), '429 too_many_requests 2'], 'after a whole window, the whole allowance');
 });
 
 t.test('valid keys are not locked out: cached, after the cache was emptied once they passed from that address, and others on a retry', async (t) => {
@@ -117,24 +122,66 @@ t.test('valid keys are not locked out: cached, after the cache was emptied once 
   const lookups = reads.keys ?? 0;
   t.equal(await outcome('203.0.113.5', { key: adminA }), '200', 'a key that passed from this address is looked up again');
   t.equal(reads.keys, lookups + 1);
-  t.equal(await outcome('203.0.113.5', { key: otherA }), '429 too_many_requests 1', 'a key this process never saw, while the lookup allowance is spent (by the burst), is refused');
+  t.match(await outcome('203.0.113.5', { key: otherA }), /^429 too_many_requests /, 'a key this process never saw, while the lookup allowance is spent (by the burst), is refused');
   t.equal(reads.keys, lookups + 1, 'without a lookup');
   clock.advance(1_000);
   t.equal(await outcome('203.0.113.5', { key: otherA }), '200', 'and looked up on a retry after windowMs / max: a valid key is never locked out for good');
   t.equal(reads.keys, lookups + 2);
-  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '403 forbidden', 'the refilled failure is checked as usual');
-  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 1', 'over the limit again: refused');
-  t.equal(reads.keys, lookups + 4, 'after the one lookup of this interval');
-  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 1', 'the next unknown key id in the same interval');
-  t.equal(reads.keys, lookups + 4, 'is refused without a lookup');
+  t.match(await outcome('203.0.113.5', { key: generateKey().key }), /^429 too_many_requests /, 'an unknown key id in the same interval is refused');
+  t.equal(reads.keys, lookups + 2, 'without a lookup: the interval has had its one');
   t.equal(await outcome('203.0.113.5', { key: otherA }), '200', 'cached now, the new key passes from the limited address');
-  t.equal(await outcome('203.0.113.5', { key: `${idOf(otherA)}.${generateKey().secret}` }), '429 too_many_requests 1', 'a wrong secret for a cached key id is still refused');
+  t.match(await outcome('203.0.113.5', { key: `${idOf(otherA)}.${generateKey().secret}` }), /^429 too_many_requests /, 'a wrong secret for a cached key id is refused alike');
+});
+
+t.test('a key this process has read before is still looked up over the limit after the cache was emptied, however many reads the flood spent', async (t) => {
+  const { reads, outcome } = setup();
+  // otherA is used from another address first: this process has read its record, but never from this address.
+  t.equal(await outcome('198.51.100.7', { key: otherA }), '200');
+  for (let i = 0; i < 50; i++) await outcome('203.0.113.5', { key: generateKey().key });
+  await createKey(store, { organizationId: orgA._id, name: `cache-clear-${Date.now()}` });
+  // The flood spends this interval's lookup for ids never seen.
+  t.match(await outcome('203.0.113.5', { key: generateKey().key }), /^429 /);
+  const lookups = reads.keys ?? 0;
+  t.match(await outcome('203.0.113.5', { key: generateKey().key }), /^429 /, 'a made-up id is refused without a lookup');
+  t.equal(reads.keys, lookups);
+  t.equal(await outcome('203.0.113.5', { key: otherA }), '200', 'the key in use is read again and passes');
+  t.equal(reads.keys, lookups + 1);
+  t.match(await outcome('203.0.113.5', { key: `${idOf(otherA)}.${generateKey().secret}` }), /^429 /, 'a wrong secret for it is refused alike');
+});
+
+t.test("with a ledger, an address has one allowance across processes; a ledger that cannot answer leaves each process counting on its own", async (t) => {
+  const clock = new FakeClock(Date.now());
+  const options = { clock, failureLimit: { max: 10, windowMs: 10_000, delayMs: 0 }, refusalFloorMs: 0 };
+  // The primary: it counts its own failures and those the workers report.
+  const primary = new Authorizer(store, options);
+  let reachable = true;
+  const ledger = { fail: async (address: string) => (reachable ? primary.reportedFailure({ address }) : Promise.reject(new Error('primary gone'))) };
+  const workers = [new Authorizer(store, { ...options, failureLedger: ledger }), new Authorizer(store, { ...options, failureLedger: ledger })];
+  t.teardown(() => [primary, ...workers].forEach((authorizer) => authorizer.close()));
+  const attempt = async (authorizer: Authorizer, key = generateKey().key, address = '203.0.113.5') => {
+    try {
+      await authorizer.request({ host: 'a.example', headers: { authorization: `Bearer ${key}` }, socket: { remoteAddress: address } }, { method: 'object.read' });
+      return 200;
+    } catch (error) {
+      return (error as AuthorizationError).statusCode;
+    }
+  };
+  const statuses = [];
+  for (let i = 0; i < 12; i++) statuses.push(await attempt(workers[i % 2]!));
+  t.same(statuses, [...Array<number>(10).fill(403), 429, 429], 'ten failures spread over two workers spend the one allowance');
+  t.equal(await attempt(primary), 429, "and the primary's own requests share it");
+  t.equal(await attempt(workers[0]!, adminA), 200, 'a valid key still passes');
+  t.throws(() => primary.reportedFailure({ address: 42 }), /a failure report is \{ address: string \}/, 'a malformed report is refused');
+  reachable = false;
+  const alone = [];
+  for (let i = 0; i < 11; i++) alone.push(await attempt(workers[1]!, generateKey().key, '198.51.100.7'));
+  t.same(alone, [...Array<number>(10).fill(403), 429], 'without its ledger a process still limits, on its own count');
 });
 
 t.test('IPv6 clients are counted per /64', async (t) => {
   const { outcome } = setup();
   for (let i = 0; i < 10; i++) t.equal(await outcome(`2001:db8:1:2::${i + 1}`, { key: generateKey().key }), '403 forbidden');
-  t.equal(await outcome('2001:db8:1:2:ffff::9', { key: generateKey().key }), '429 too_many_requests 1');
+  t.equal(await outcome('2001:db8:1:2:ffff::9', { key: generateKey().key }), '429 too_many_requests 2');
   t.equal(await outcome('2001:db8:1:3::1', { key: generateKey().key }), '403 forbidden', 'the next /64 is another client');
 });
 
@@ -186,12 +233,73 @@ t.test('a 429 is held for delayMs before it is answered, at most 1,000 at a time
   t.equal(answered, undefined, 'nor after 499 ms');
   clock.advance(1);
   await held;
-  t.equal(answered, '429 too_many_requests 10', 'after 500 ms, with the time until the next failure is allowed');
+  t.equal(answered, '429 too_many_requests 20', 'after 500 ms, with the time until the next failure is allowed (it was charged: two refills)');
 
   const request = { host: 'a.example', headers: { authorization: `Bearer ${generateKey().key}` }, socket: { remoteAddress: '203.0.113.5' } };
   const flood = Array.from({ length: 1_000 }, () => authorizer.request(request, { method: 'status' }).catch((error: AuthorizationError) => error.statusCode));
   await settle();
-  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 10', 'past 1,000 held, a 429 is answered at once');
+  t.equal(await outcome('203.0.113.5', { key: generateKey().key }), '429 too_many_requests 20', 'past 1,000 held, a 429 is answered at once');
   clock.advance(500);
   t.same(new Set(await Promise.all(flood)), new Set([429]), 'the held ones are answered when their time is up');
+});
+
+/** The same store, with every read of a `keys` or `organizations` record taking `ms` on `clock`: a far store. */
+function slowStore(clock: FakeClock, ms: number) {
+  return new Proxy(store, {
+    get(target, property) {
+      if (property !== 'collection') {
+        const value = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      }
+      return (name: string) => {
+        const collection = target.collection(name);
+        if (name !== 'keys' && name !== 'organizations') return collection;
+        return new Proxy(collection, {
+          get(inner, method) {
+            const value = Reflect.get(inner, method, inner);
+            if (method !== 'findOne' || typeof value !== 'function') return typeof value === 'function' ? value.bind(inner) : value;
+            return async (...args: unknown[]) => {
+              const found = await value.apply(inner, args);
+              await new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
+              return found;
+            };
+          },
+        });
+      };
+    },
+  });
+}
+
+t.test('a refusal is answered refusalFloorMs after its request arrived, however long its lookups took; a 429 delayMs after it', async (t) => {
+  const clock = new FakeClock(Date.now());
+  // Every uncached record takes 3 ms to read; a refusal is answered 5 ms after it arrived.
+  const authorizer = new Authorizer(slowStore(clock, 3), { clock, failureLimit: { max: 3, windowMs: 60_000, delayMs: 500 }, refusalFloorMs: 5 });
+  t.teardown(() => authorizer.close());
+  const answeredAfter = async (credential: { key?: string; host?: string }, address = '203.0.113.5') => {
+    const headers: Record<string, string> = credential.key ? { authorization: `Bearer ${credential.key}` } : {};
+    const started = clock.now();
+    let answer: string | undefined;
+    const pending = authorizer
+      .request({ host: credential.host ?? 'a.example', headers, socket: { remoteAddress: address } }, { method: 'object.read' })
+      .then(
+        () => (answer = '200'),
+        (error: AuthorizationError) => (answer = `${error.statusCode} ${error.code}`),
+      );
+    while (answer === undefined) {
+      await settle();
+      if (answer === undefined) clock.advance(1);
+    }
+    await pending;
+    return `${answer} after ${clock.now() - started} ms`;
+  };
+  t.equal(await answeredAfter({ key: adminA }), '200 after 9 ms', 'a valid key is never held (its host, key and platform organization read: 3 ms each)');
+  t.equal(await answeredAfter({ key: `${idOf(adminA)}.${generateKey().secret}` }), '403 forbidden after 5 ms', 'a wrong secret for a cached key: nothing read');
+  t.equal(await answeredAfter({ key: generateKey().key }), '403 forbidden after 5 ms', 'an unknown key id: one read');
+  t.equal(await answeredAfter({ key: adminA, host: 'nowhere.example' }), '403 forbidden after 5 ms', 'an unknown host: one read');
+  t.equal(await answeredAfter({ key: generateKey().key }), '429 too_many_requests after 500 ms', 'past the limit: delayMs after it arrived');
+  t.equal(await answeredAfter({ key: `${idOf(adminA)}.${generateKey().secret}` }), '429 too_many_requests after 500 ms', 'whatever failed');
+  t.equal(await answeredAfter({ key: adminA, host: `h${Date.now()}.example` }), '429 too_many_requests after 500 ms', 'an unknown host too');
+  t.equal(await answeredAfter({ key: adminA }), '200 after 0 ms', 'a valid key from the limited address passes at once');
+  t.equal(await answeredAfter({ key: readerA }, '198.51.100.7').then((answer) => answer.startsWith('200')), true);
+  t.equal(await answeredAfter({}, '198.51.100.7'), '403 forbidden after 5 ms', 'a request without a key that its host does not allow');
 });

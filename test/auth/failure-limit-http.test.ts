@@ -29,8 +29,9 @@ t.test('5,000 wrong keys from one address: 20 refused with 403, the rest with 42
   const lines: string[] = [];
   const logger = createLogger({ level: 'info', destination: { write: (line: string) => void lines.push(line) } });
   // Default limits (20 failures, refilled over 10 s); the clock stands still, so none come back mid-burst, and
-  // 429s are answered at once (delayMs: 0) so that the burst can be counted; holding them is tested below.
-  const { app } = await testApp(counted.store, { routes: echoRoute, authorizer: { clock, failureLimit: { delayMs: 0 }, log: logger.child({ component: 'authorize' }) } });
+  // refusals are answered at once (delayMs: 0, refusalFloorMs: 0) so that the burst can be counted; holding them is
+  // tested below.
+  const { app } = await testApp(counted.store, { routes: echoRoute, authorizer: { clock, failureLimit: { delayMs: 0 }, refusalFloorMs: 0, log: logger.child({ component: 'authorize' }) } });
   t.teardown(() => app.close());
 
   t.equal((await post(app, '203.0.113.5', adminA)).statusCode, 200, 'before the burst');
@@ -57,10 +58,12 @@ t.test('5,000 wrong keys from one address: 20 refused with 403, the rest with 42
     validDuring.push((await valid).statusCode);
   }
   t.same(statuses, { 429: 4_980 }, 'every later wrong key gets 429');
-  t.same([...retryAfter], ['1'], 'with Retry-After: the seconds until one more attempt is allowed (10 s / 20, rounded up)');
+  // Each failure past the limit is charged (one more 500 ms to wait), down to -max: at most 21 × 500 ms away.
+  const seconds = Array.from({ length: 11 }, (_, index) => String(index + 1));
+  t.same([...retryAfter].sort((a, b) => Number(a) - Number(b)), seconds, 'with Retry-After: the seconds until one more attempt is allowed, 11 at most');
   t.same(
-    [...bodies].map((body) => JSON.parse(body)),
-    [{ error: { code: 'too_many_requests', message: 'too many failed authentications from this address: retry in 1 s' } }],
+    new Set([...bodies].map((body) => JSON.stringify(JSON.parse(body)))),
+    new Set(seconds.map((second) => JSON.stringify({ error: { code: 'too_many_requests', message: `too many failed authentications from this address: retry in ${second} s` } }))),
     'with the standard error body',
   );
   t.same([...cacheControl], ['no-store']);
@@ -78,12 +81,12 @@ t.test('5,000 wrong keys from one address: 20 refused with 403, the rest with 42
     'and a summary of how many were left out',
   );
   clock.advance(500);
-  t.equal((await post(app, '203.0.113.5', generateKey().key)).statusCode, 403, 'after the window the address is checked again');
+  t.equal((await post(app, '203.0.113.5', generateKey().key)).statusCode, 403, 'quiet for the window and one refill, the address is checked again');
 });
 
 t.test('with the default delay, a 429 is answered after 500 ms; a valid key from the same address is not held', async (t) => {
   const clock = new FakeClock(Date.now());
-  const { app } = await testApp(store, { routes: echoRoute, authorizer: { clock, failureLimit: { max: 1 } } });
+  const { app } = await testApp(store, { routes: echoRoute, authorizer: { clock, failureLimit: { max: 1 }, refusalFloorMs: 0 } });
   t.teardown(() => app.close());
   t.equal((await post(app, '203.0.113.5', adminA)).statusCode, 200);
   t.equal((await post(app, '203.0.113.5', generateKey().key)).statusCode, 403);
@@ -96,7 +99,7 @@ t.test('with the default delay, a 429 is answered after 500 ms; a valid key from
   clock.advance(500);
   await held;
   t.equal(answered!.statusCode, 429);
-  t.equal(answered!.headers['retry-after'], '10', 'one failure per 10 s with max 1');
+  t.equal(answered!.headers['retry-after'], '20', 'one failure per 10 s with max 1, and the refused one was charged');
 });
 
 t.test('X-Forwarded-For names the client only when the peer is a trusted proxy', async (t) => {
@@ -139,7 +142,7 @@ t.test('WebSocket: a frame past the limit is answered too_many_requests, and a v
   t.match(await answer({ requestId: 2, ...read, apikey: generateKey().key }), { id: 2, ok: false, error: { code: 'forbidden' } });
   t.match(
     await answer({ requestId: 3, ...read, apikey: generateKey().key }),
-    { id: 3, ok: false, error: { code: 'too_many_requests', message: 'too many failed authentications from this address: retry in 30 s' } },
+    { id: 3, ok: false, error: { code: 'too_many_requests', message: 'too many failed authentications from this address: retry in 60 s' } },
     'past the limit',
   );
   t.match(await answer({ requestId: 4, ...read, apikey: adminA }), { id: 4, ok: true }, 'the valid key still works over the same socket');

@@ -7,7 +7,7 @@ const limiter = (options: { max?: number; windowMs?: number; maxAddresses?: numb
   return { clock, limiter: new FailureLimiter({ max: 20, windowMs: 10_000, ...options, clock }) };
 };
 
-/** Failures of `address` until one is refused; returns how many were allowed. */
+/** Failures of `address` until one is refused (and charged); returns how many were allowed. */
 const allowedFailures = (subject: FailureLimiter, address: string, upTo = 1_000) => {
   for (let allowed = 0; allowed < upTo; allowed++) if (subject.fail(address) > 0) return allowed;
   return upTo;
@@ -17,23 +17,37 @@ t.test('an address may fail max times; the next failure is refused with the time
   const { limiter: subject } = limiter();
   t.equal(subject.retryAfterMs('203.0.113.5'), 0, 'an address that never failed is not limited');
   t.equal(allowedFailures(subject, '203.0.113.5'), 20);
-  t.equal(subject.retryAfterMs('203.0.113.5'), 500, 'one failure refills every windowMs / max');
-  t.equal(subject.fail('203.0.113.5'), 500, 'a refused failure does not push the time further out');
-  t.equal(subject.retryAfterMs('203.0.113.5'), 500);
+  t.equal(subject.retryAfterMs('203.0.113.5'), 1_000, 'the refused failure was charged: two refills of windowMs / max away');
+  t.equal(subject.fail('203.0.113.5'), 1_500, 'each failure past the limit pushes the time one refill further out');
+  t.equal(subject.retryAfterMs('203.0.113.5'), 1_500);
+});
+
+t.test('an address that keeps failing stays limited, however slowly it tries; the debt is bounded by max', async (t) => {
+  const { clock, limiter: subject } = limiter();
+  allowedFailures(subject, '203.0.113.5');
+  // One failure per refill interval, more than any interval apart: still never allowed.
+  for (let attempt = 0; attempt < 100; attempt++) {
+    clock.advance(500);
+    t.ok(subject.fail('203.0.113.5') > 0, `attempt ${attempt} refused`);
+  }
+  for (let attempt = 0; attempt < 1_000; attempt++) subject.fail('203.0.113.5');
+  t.equal(subject.retryAfterMs('203.0.113.5'), 10_500, 'at most max + 1 refills away (the allowance goes no lower than -max)');
+  clock.advance(10_500);
+  t.equal(subject.retryAfterMs('203.0.113.5'), 0, 'after that, quiet, it may fail again');
 });
 
 t.test('the allowance refills with time: one failure per windowMs / max, all of them after windowMs', async (t) => {
   const { clock, limiter: subject } = limiter();
   allowedFailures(subject, '203.0.113.5');
-  clock.advance(499);
+  clock.advance(999);
   t.equal(subject.retryAfterMs('203.0.113.5'), 1, 'not yet');
   clock.advance(1);
-  t.equal(subject.retryAfterMs('203.0.113.5'), 0, 'after 500 ms the address may fail once more');
+  t.equal(subject.retryAfterMs('203.0.113.5'), 0, 'after two refills (the refused failure was charged) the address may fail once more');
   t.equal(allowedFailures(subject, '203.0.113.5'), 1);
-  clock.advance(10_000);
-  t.equal(allowedFailures(subject, '203.0.113.5'), 20, 'after a whole window, the whole allowance');
-  // Many small steps add up exactly: 250 steps of 2 ms are one failure.
-  for (let step = 0; step < 250; step++) clock.advance(2);
+  clock.advance(10_500);
+  t.equal(allowedFailures(subject, '203.0.113.5'), 20, 'after a whole window (and the charged refusal), the whole allowance');
+  // Many small steps add up exactly: 500 steps of 2 ms are two failures' worth, one of them the charged refusal.
+  for (let step = 0; step < 500; step++) clock.advance(2);
   t.equal(allowedFailures(subject, '203.0.113.5'), 1);
 });
 
@@ -74,4 +88,17 @@ t.test('max 0 turns the limit off', async (t) => {
   const { limiter: subject } = limiter({ max: 0 });
   t.equal(allowedFailures(subject, '203.0.113.5', 5_000), 5_000);
   t.equal(subject.size, 0, 'and tracks nothing');
+});
+
+t.test("a process's view follows the ledger's answers", async (t) => {
+  const { clock, limiter: view } = limiter();
+  view.observe('203.0.113.5', 0);
+  t.equal(view.size, 1, 'an address that failed is tracked');
+  t.equal(view.retryAfterMs('203.0.113.5'), 0, 'within its allowance, not limited');
+  view.observe('203.0.113.5', 1_500);
+  t.equal(view.retryAfterMs('203.0.113.5'), 1_500, 'limited for as long as the ledger said');
+  clock.advance(1_500);
+  t.equal(view.retryAfterMs('203.0.113.5'), 0);
+  view.observe('203.0.113.5', 60_000);
+  t.equal(view.retryAfterMs('203.0.113.5'), 10_500, 'never further out than the ledger itself can be');
 });

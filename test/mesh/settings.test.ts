@@ -43,3 +43,14 @@ t.test('public and mesh URLs: configured, else derived from the bound addresses'
   t.equal(meshUrl(explicit, 1234, false), 'wss://10.0.0.2:8090');
   t.throws(() => config({ mesh: { url: 'http://x' } }), /mesh\.url/, 'the mesh URL is ws:// or wss://');
 });
+
+t.test('mesh.tls.mode "auto": the mesh forms with no secret and no files; files given with it are refused, naming one', async (t) => {
+  t.match(meshSettings(config({ mesh: { tls: { mode: 'auto' } } })), { active: true, auto: true, tls: undefined }, 'active: the boot code gives it the cluster CA\'s certificate');
+  t.match(meshSettings(config({})), { auto: false }, "default mode: 'files'");
+  t.equal(config({}).mesh.tls.lifetimeMs, 21_600_000, 'certificates live 6 hours by default');
+  t.equal(config({}, { FLEETPLANE_MESH_TLS_MODE: 'auto' }).mesh.tls.mode, 'auto', 'FLEETPLANE_MESH_TLS_MODE');
+  t.throws(() => meshSettings(config({ mesh: { tls: { mode: 'auto', cert: '/c.pem' } } })), { name: 'ConfigError', field: 'mesh.tls.cert', message: /makes its own certificates/ });
+  t.throws(() => meshSettings(config({ mesh: { tls: { mode: 'auto', key: '/k.pem', cert: '/c.pem', ca: '/a.pem' } } })), { name: 'ConfigError', field: 'mesh.tls.key' });
+  t.throws(() => config({ mesh: { tls: { mode: 'self-signed' } } }), /mesh\.tls\.mode/, 'an unknown mode');
+  t.throws(() => config({ mesh: { tls: { mode: 'auto', lifetimeMs: 5 } } }), /mesh\.tls\.lifetimeMs/, 'a lifetime under 10 s');
+});

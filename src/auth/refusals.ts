@@ -1,0 +1,84 @@
+import type { KnownKey } from './directory.js';
+import { AuthorizationError } from './errors.js';
+import { sameSecret, secretMatches } from './keys.js';
+
+const BEARER = /^Bearer ([^\s]+)$/i;
+
+/** Hashed when the key id or the host is unknown, so a miss costs what a wrong secret costs. */
+export const UNKNOWN_KEY_HASH = Buffer.alloc(32);
+
+/**
+ * The refusals that say something about who the caller is: those SPEC 8.7 makes uniform, and those only a
+ * key's holder hears. They are answered at the same time after their request arrived, whatever was looked up.
+ */
+export const IDENTITY_REFUSALS: ReadonlySet<string> = new Set(['forbidden', 'malformed_authorization', 'malformed_key', 'conflicting_keys', 'key_revoked', 'key_expired', 'too_many_requests']);
+
+/**
+ * Refusals are answers, not faults: they are built without a stack trace, which would cost more than the rest
+ * of a refusal, and anyone can cause thousands a second.
+ */
+function refusal(code: string, message: string, statusCode: 400 | 403 | 429, retryAfterS?: number): AuthorizationError {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return new AuthorizationError(code, message, statusCode, retryAfterS);
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
+export const deny = (code: string, message: string, statusCode: 400 | 403 = 403) => refusal(code, message, statusCode);
+/**
+ * SPEC 8.7: the one answer for an unknown host, an unknown key, a wrong secret, another organization's key, a key
+ * used on a host outside its list, and a request without a key that its host does not allow: telling them apart
+ * would tell a caller which hosts and keys exist.
+ */
+export const refused = () => deny('forbidden', 'this request is not authorized here');
+/** SPEC 8.7: whatever failed, the same answer once an address is past its failed-authentication limit. */
+export const tooManyFailures = (retryAfterMs: number) => {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return refusal('too_many_requests', `too many failed authentications from this address: retry in ${seconds} s`, 429, seconds);
+};
+
+/** The key from `Authorization: Bearer` or the envelope's `apikey`; both present and different is refused. */
+export function presentedKey(header: string | string[] | undefined, apikey: unknown): string | undefined {
+  let fromHeader: string | undefined;
+  if (header !== undefined) {
+    const match = typeof header === 'string' ? BEARER.exec(header.trim()) : null;
+    if (!match) throw deny('malformed_authorization', 'the Authorization header must be "Bearer <key>"');
+    fromHeader = match[1];
+  }
+  const fromEnvelope = apikey === null || apikey === undefined ? undefined : apikey;
+  if (fromEnvelope !== undefined && (typeof fromEnvelope !== 'string' || fromEnvelope === '')) throw deny('malformed_key', 'apikey must be a key string');
+  if (fromHeader !== undefined && fromEnvelope !== undefined && fromHeader !== fromEnvelope) {
+    throw deny('conflicting_keys', 'the Authorization header and the envelope carry different keys');
+  }
+  return fromHeader ?? fromEnvelope;
+}
+
+/**
+ * The presented secret against the key's record: the secret that last matched this cached record is compared
+ * directly (constant time), any other one is hashed, as is a secret for an unknown key id, so a miss costs what
+ * a wrong secret costs.
+ */
+export function checkKey(secret: string, known: KnownKey | null, organizationId: string, host: string): KnownKey {
+  const matches = known?.verifiedSecret !== undefined && sameSecret(secret, known.verifiedSecret) ? true : secretMatches(secret, known?.hash ?? UNKNOWN_KEY_HASH);
+  if (!known || !matches) throw refused();
+  known.verifiedSecret = secret;
+  if (known.record.organization_id !== organizationId) throw refused();
+  if (known.hosts && !known.hosts.has(host)) throw refused();
+  // Only the key's holder learns these: the secret matched, on one of its own organization's hosts.
+  if (known.record.disabled) throw deny('key_revoked', 'this key has been revoked');
+  if (known.expiresAtMs !== undefined && known.expiresAtMs <= Date.now()) throw deny('key_expired', 'this key has expired');
+  return known;
+}
+
+/** Whether a key whose secret matched may be used for this organization on this host, as `checkKey` decides. */
+export function keyServes(known: KnownKey, organizationId: string, host: string): boolean {
+  return (
+    known.record.organization_id === organizationId &&
+    (!known.hosts || known.hosts.has(host)) &&
+    !known.record.disabled &&
+    (known.expiresAtMs === undefined || known.expiresAtMs > Date.now())
+  );
+}
