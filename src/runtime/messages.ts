@@ -11,7 +11,8 @@ export type WorkerToPrimary =
   | { fp: 'ready' }
   | { fp: 'status'; status: WorkerStatus }
   | { fp: 'health'; rss: number; heapUsed: number; lagMs: number }
-  | { fp: 'ack' }
+  /** The worker is shutting down; `signal` when a signal it received itself started that (not the primary). */
+  | { fp: 'ack'; signal?: string }
   | ChannelMessage
   | RpcCall
   | RpcReply;

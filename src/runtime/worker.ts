@@ -138,9 +138,12 @@ export class WorkerRuntime {
           // A second signal is the primary escalating: stop waiting.
           process.exit(1);
         }
-        void this.shutdown(signal);
+        void this.shutdown(signal, signal);
       });
     }
+    // SIGHUP is the primary's rolling restart; a terminal hang-up sends it to the whole group, and its default
+    // action would end every worker at once. The primary replaces this worker in turn.
+    process.on('SIGHUP', () => {});
     if (this.config.health.heartbeatMs > 0) {
       this.stopHeartbeat = startHeartbeat(this.config.health.heartbeatMs, (beat) => this.post({ fp: 'health', ...beat }));
     }
@@ -168,13 +171,15 @@ export class WorkerRuntime {
     return { status: this.currentStatus, remaining: this.connections.size };
   }
 
-  shutdown(reason: string): Promise<void> {
-    this.stopping ??= this.runShutdown(reason);
+  /** `signal`: the shutdown was started by a signal this process received (not by the primary's request). */
+  shutdown(reason: string, signal?: NodeJS.Signals): Promise<void> {
+    this.stopping ??= this.runShutdown(reason, signal);
     return this.stopping;
   }
 
-  private async runShutdown(reason: string): Promise<void> {
-    this.post({ fp: 'ack' });
+  private async runShutdown(reason: string, signal?: NodeJS.Signals): Promise<void> {
+    // The primary tells a group signal (Ctrl-C, a service manager's stop) from a crash by this.
+    this.post(signal ? { fp: 'ack', signal } : { fp: 'ack' });
     this.setStatus('stopping');
     this.stopHeartbeat();
     this.log.info({ reason }, 'worker shutting down');

@@ -26,6 +26,8 @@ export interface WorkerRecord {
   /** Connections sent to this worker whose hand-off has not completed, with how to re-route each. */
   handOffs: Map<ConnectionHandle, () => void>;
   acked: boolean;
+  /** The worker began its shutdown on a signal it received itself (a group signal reaches every process). */
+  stoppedOnSignal?: string;
   exited: Promise<void>;
   ready: Promise<boolean>;
   rpc: RpcChannel;
