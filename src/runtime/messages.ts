@@ -9,6 +9,8 @@ export type WorkerToPrimary =
   /** A forked worker's first message: it asks for the resolved config (secrets included), never put in its environment. */
   | { fp: 'boot' }
   | { fp: 'ready' }
+  /** The connection of hand-off `id` arrived: the primary may close its own copy. */
+  | { fp: 'taken'; id: number }
   | { fp: 'status'; status: WorkerStatus }
   | { fp: 'health'; rss: number; heapUsed: number; lagMs: number }
   /** The worker is shutting down; `signal` when a signal it received itself started that (not the primary). */
@@ -19,7 +21,7 @@ export type WorkerToPrimary =
 
 export type PrimaryToWorker =
   | ({ fp: 'boot' } & WorkerBoot)
-  | { fp: 'conn'; secure: boolean }
+  | { fp: 'conn'; secure: boolean; id: number }
   | { fp: 'shutdown'; reason: string }
   | { fp: 'fleet'; ready: boolean }
   | ChannelMessage

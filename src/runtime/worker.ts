@@ -209,8 +209,12 @@ export class WorkerRuntime {
     const internal = message as PrimaryToWorker;
     switch (internal.fp) {
       case 'conn':
-        // The primary passes the accepted connection's raw handle (see `Listeners`).
-        if (handle) this.accept(socketOf(handle), internal.secure);
+        // The primary passes the accepted connection's raw handle (see `Listeners`), and keeps its own copy
+        // until told it arrived: confirmed before a byte is read, so the primary can re-route it if this
+        // process dies with the message unread.
+        if (!handle) break;
+        this.post({ fp: 'taken', id: internal.id });
+        this.accept(socketOf(handle), internal.secure);
         break;
       case 'shutdown':
         void this.shutdown(internal.reason);

@@ -80,6 +80,7 @@ export class Fleet {
       configureRpc: deps.configureRpc,
       receive: (record, message) => this.receive(record, message),
       exited: (record, code, signal) => this.onExit(record, code, signal),
+      disconnected: (record) => this.balancer.rerouteUntaken(record),
     });
     this.balancer = new ConnectionBalancer(records);
     this.recovery = new CrashRecovery({
@@ -295,6 +296,9 @@ export class Fleet {
       case 'health':
         this.health.onBeat(record, message);
         break;
+      case 'taken':
+        this.balancer.taken(record, message.id);
+        break;
       case 'ack':
         record.acked = true;
         if (message.signal) record.stoppedOnSignal = message.signal;
@@ -318,7 +322,7 @@ export class Fleet {
     record.cancelAge?.();
     record.rpc.closeAll(`worker ${record.slot} exited`);
     this.deps.channels.disconnected(record.endpoint);
-    this.balancer.rerouteUnsent(record);
+    this.balancer.rerouteUntaken(record);
     setStatus(record, 'stopped', this.deps.events);
     const judge = () => {
       // A worker whose replacement is already booting needs no restart of its own.

@@ -97,8 +97,32 @@ t.test('a connection still queued for a worker that dies is handed to another on
   fleet.handOff(first, connection, false, hand);
   port.workers.find((worker) => worker.pid === first.pid)!.exit(1);
   t.same(served, [1_001], 'the survivor gets it');
-  port.workers[1]!.connections[0]!.written(null);
+  const [sent] = port.workers[1]!.connections;
+  sent!.written(null);
+  port.workers[1]!.say({ fp: 'taken', id: (sent!.message as { id: number }).id });
   t.equal(connection.closed, true);
+});
+
+t.test("a connection written to a worker whose channel then closes is re-routed at once, before its exit is seen", async (t) => {
+  const { port, fleet } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  const connection = fakeConnection();
+  const served: number[] = [];
+  const hand = () => {
+    const record = fleet.pickForConnection()!;
+    served.push(record.pid);
+    fleet.handOff(record, connection, false, hand);
+  };
+  hand();
+  const victim = port.workers.find((worker) => worker.pid === served[0])!;
+  victim.connections[0]!.written(null);
+  victim.disconnect();
+  t.same(served, [1_000, 1_001], 'handed to the other worker on the disconnect');
+  t.equal(fleet.pickForConnection()?.pid, 1_001, 'and the dead one gets no more');
+  victim.exit(null, 'SIGKILL');
+  t.same(served, [1_000, 1_001], 'the exit re-routes nothing twice');
+  t.equal(connection.closed, false);
 });
 
 t.test('a crashed worker is forked again after the backoff and the fleet is whole again', async (t) => {
