@@ -14,6 +14,8 @@ import { HttpMetrics } from './http-metrics.js';
 import type { Registry } from 'prom-client';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { socketOf, type ConnectionHandle } from './listeners.js';
+import { IncompleteHeaders } from './incomplete-headers.js';
+import { TrustedProxies, normalizeAddress } from '../auth/client-address.js';
 
 export type ShutdownHook = (reason: string) => void | Promise<void>;
 
@@ -24,6 +26,7 @@ export type ShutdownHook = (reason: string) => void | Promise<void>;
 export class WorkerRuntime {
   readonly rpc: RpcChannel;
   readonly connections = new ConnectionTracker();
+  readonly incompleteHeaders: IncompleteHeaders;
   private currentStatus: WorkerStatus = 'starting';
   private app: AppHost | undefined;
   private fleetReady = true;
@@ -52,6 +55,8 @@ export class WorkerRuntime {
     this.rpc.handle('worker.drain', (params) => this.drain(Boolean((params as { value?: unknown })?.value)));
     this.rpc.handle('worker.status', () => this.describe());
     this.rpc.handle('worker.metrics', () => this.metricsJson());
+    const proxies = new TrustedProxies(config.http.trustProxy);
+    this.incompleteHeaders = new IncompleteHeaders({ maxPerAddress: config.http.maxIncompletePerAddress, exempt: (address) => proxies.trusts(normalizeAddress(address)) });
     this.registry = createWorkerRegistry({ worker: String(workerId) });
     this.httpMetrics = new HttpMetrics(this.registry);
   }
@@ -118,11 +123,13 @@ export class WorkerRuntime {
   /** Starts serving `app` and tells the primary this worker is ready. */
   attach(app: AppHost): void {
     this.app = app;
-    app.http.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
-    this.connections.track(app.http);
-    if (app.https) {
-      app.https.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
-      this.connections.track(app.https);
+    for (const server of [app.http, app.https]) {
+      if (!server) continue;
+      server.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
+      // Read by Node's connection check on each round (armed by `armConnectionChecks`).
+      server.headersTimeout = this.config.http.headersTimeoutMs;
+      this.connections.track(server);
+      this.incompleteHeaders.track(server);
     }
     this.setStatus('ready');
     this.post({ fp: 'ready' });
