@@ -137,6 +137,12 @@ export const ConfigSchema = Type.Object(
     db: Type.Object(
       {
         path: Type.Optional(Type.String({ minLength: 1, description: 'SQLite file of the embedded store (default <dataDir>/fleetplane.db)' })),
+        lockTimeoutMs: Type.Integer({
+          minimum: 1,
+          maximum: 600_000,
+          default: 5_000,
+          description: 'How long an operation on the embedded store waits for a lock another process holds before failing with 503 store_unavailable',
+        }),
         maxCollectionsPerOrganization: Type.Integer({
           minimum: 1,
           maximum: 10_000,
