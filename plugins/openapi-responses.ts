@@ -8,6 +8,7 @@ import {
   METHOD_NOT_ALLOWED_REPLY,
   TOO_MANY_FAILURES_REPLY,
   UNSUPPORTED_MEDIA_TYPE_REPLY,
+  UNSUPPORTED_ENCODING_REPLY,
 } from '../schemas/responses.js';
 
 type Schema = Record<string, unknown> & { description?: string; examples?: unknown[]; headers?: Record<string, unknown> };
@@ -73,7 +74,7 @@ const byStatus = (a: string, b: string) => Number(a) - Number(b);
 /**
  * The responses a route documents: what it declares, plus what the app's hooks answer on it — 400 for a
  * duplicated `Host` or `Authorization` header (every route), 429 past the failed-authentication limit (routes
- * that take a key), 405 and 415 (envelope routes), and the fallback's 307 and 503 (every route but the probes,
+ * that take a key), 405 and 415 (envelope routes), 415 for an encoded body (POST routes), and the fallback's 307 and 503 (every route but the probes,
  * metrics and `POST /control`) — each with a description, the headers it carries and named error examples.
  */
 export function documentedResponses(declared: Responses, route: RouteFacts): Responses {
@@ -95,6 +96,7 @@ export function documentedResponses(declared: Responses, route: RouteFacts): Res
     add(405, METHOD_NOT_ALLOWED_REPLY as unknown as Schema);
     add(415, UNSUPPORTED_MEDIA_TYPE_REPLY as unknown as Schema);
   }
+  if (route.method === 'POST') add(415, UNSUPPORTED_ENCODING_REPLY as unknown as Schema);
   const redirected = !ALWAYS_SERVED.has(`${route.method} ${route.url}`);
   if (redirected) {
     add(307, FALLBACK_REDIRECT_REPLY);

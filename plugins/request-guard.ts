@@ -25,6 +25,19 @@ export function refuseDuplicateHeader(name: AmbiguousHeader, reply: FastifyReply
   sendError(reply, 400, errorBody('duplicate_header', duplicateHeaderMessage(name)), { connection: 'close' });
 }
 
+/**
+ * The `Content-Encoding` of a POST body that is not sent as it is, or undefined. Bodies are never decompressed:
+ * a compressed body taken as it is would be garbage (or, plain JSON mislabelled, accepted under a false
+ * label), and decoding would need the body limit applied after inflation to be safe from zip bombs.
+ */
+function refusedEncoding(request: FastifyRequest): string | undefined {
+  if (request.method !== 'POST') return undefined;
+  const header = request.headers['content-encoding'];
+  if (header === undefined) return undefined;
+  const codings = header.split(',').map((coding) => coding.trim().toLowerCase()).filter(Boolean);
+  return codings.every((coding) => coding === 'identity') ? undefined : codings.join(', ') || header;
+}
+
 // Callback style: every request passes here, and one that passes costs no promise. One hook for what every
 // request needs before anything else, in this order: its id echoed, an envelope route's `no-store` (set before
 // any hook can answer, so every answer of the route has it, refusals and preflights included), the checks.
@@ -33,14 +46,17 @@ const guard: onRequestHookHandler = (request, reply, done) => {
   if (request.routeOptions.config?.envelope) markEnvelopeAnswer(reply);
   closeUpgradeOnAnswer(request, reply);
   const duplicated = duplicatedHeader(request.raw.rawHeaders);
-  if (duplicated === undefined) return done();
-  refuseDuplicateHeader(duplicated, reply);
+  if (duplicated !== undefined) return refuseDuplicateHeader(duplicated, reply);
+  const encoding = refusedEncoding(request);
+  if (encoding === undefined) return done();
+  sendError(reply, 415, errorBody('unsupported_encoding', `content-encoding ${encoding.slice(0, 64)} is not accepted: send the body uncompressed`));
 };
 
 /**
  * The first hook of every request (registered before any other). Checks on the raw request before any other
  * hook, route or authorization sees it: more than one `Host` or
- * `Authorization` header is refused, and upgrade requests answered over HTTP close their socket. The WebSocket
+ * `Authorization` header is refused, a POST body with a `Content-Encoding` other than `identity` is refused
+ * (415 `unsupported_encoding`), and upgrade requests answered over HTTP close their socket. The WebSocket
  * upgrade passes here too: `@fastify/websocket` routes it like any request.
  */
 const requestGuard: FastifyPluginAsync = async (app) => {

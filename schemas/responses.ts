@@ -40,6 +40,12 @@ export const UNSUPPORTED_MEDIA_TYPE_REPLY = errorReply('The request `Content-Typ
   message: 'content-type must be application/json',
 });
 
+/** Every POST route, for a body sent with a `Content-Encoding` other than `identity` (bodies are never decoded). */
+export const UNSUPPORTED_ENCODING_REPLY = errorReply('The request body has a `Content-Encoding` other than `identity`: bodies are taken as sent, never decompressed', {
+  code: 'unsupported_encoding',
+  message: 'content-encoding gzip is not accepted: send the body uncompressed',
+});
+
 /**
  * The fallback: this node does not serve the request (no worker takes traffic, or the organization is shed
  * here), and a load balancer URL or a mesh peer is known to send it to instead. No body.

@@ -41,6 +41,17 @@ export const ConfigSchema = Type.Object(
         port: Type.Integer({ minimum: 0, maximum: 65_535, default: 8080, description: 'HTTP port' }),
         host: Type.String({ default: '0.0.0.0', description: 'HTTP bind address' }),
         keepAliveTimeoutMs: Ms(72_000, 'Idle keep-alive connections are closed after this'),
+        headersTimeoutMs: Type.Integer({
+          minimum: 0,
+          maximum: 300_000,
+          default: 30_000,
+          description: 'A connection that has not sent complete request headers this long after connecting (or after the first byte of its next request) is answered 408 and closed (0 = off)',
+        }),
+        maxIncompletePerAddress: Type.Integer({
+          minimum: 0,
+          default: 32,
+          description: 'Connections of one client address (per worker) still sending their first request headers; past it the oldest is answered 408 and closed (0 = no cap; trusted proxies are exempt)',
+        }),
         trustProxy: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
           default: [],
           maxItems: 256,
@@ -126,6 +137,12 @@ export const ConfigSchema = Type.Object(
     db: Type.Object(
       {
         path: Type.Optional(Type.String({ minLength: 1, description: 'SQLite file of the embedded store (default <dataDir>/fleetplane.db)' })),
+        lockTimeoutMs: Type.Integer({
+          minimum: 1,
+          maximum: 600_000,
+          default: 5_000,
+          description: 'How long an operation on the embedded store waits for a lock another process holds before failing with 503 store_unavailable',
+        }),
         maxCollectionsPerOrganization: Type.Integer({
           minimum: 1,
           maximum: 10_000,

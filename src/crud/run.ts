@@ -21,7 +21,7 @@ function asCrudError(error: unknown): unknown {
   if (error instanceof DocumentTooLargeError) return new CrudError('document_too_large', error.message, 413);
   if (error instanceof ScopeError) return new CrudError('forbidden', error.message, 403);
   // Down, busy or closed: the write may or may not have happened, and a retry is the caller's to decide.
-  if (error instanceof StoreError && error.statusCode === 503) return new CrudError('store_unavailable', 'the data store is unavailable; try again later', 503);
+  if (error instanceof StoreError && error.statusCode === 503) return new CrudError('store_unavailable', 'the data store is unavailable; try again later', 503, { cause: error });
   if (error instanceof StoreError && error.statusCode < 500) return new CrudError(error.code, error.message, 400);
   return error;
 }

@@ -2,7 +2,7 @@ import { FleetplaneError } from '../errors.js';
 
 /**
  * The HTTP status each code stands for. `store_error` (anything unforeseen) and `schema_too_new` are the
- * server's fault; the store being down, busy or closed is 503 `store_unavailable`-like; any other code is a
+ * server's fault; the store being down, busy, full or closed is 503 `store_unavailable`-like; any other code is a
  * refusal of the caller's input.
  */
 const STATUS_BY_CODE: Readonly<Record<string, number>> = {
@@ -12,6 +12,7 @@ const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   store_misconfigured: 500,
   store_unavailable: 503,
   store_busy: 503,
+  store_full: 503,
   store_closed: 503,
   duplicate_key: 409,
   document_too_large: 413,

@@ -7,7 +7,7 @@ import type { Store } from './types.js';
 /** What opening the store reads of the resolved configuration (`dataDir`, `db`, `mongodb`). */
 export interface StoreConfig {
   dataDir: string;
-  db: { path?: string };
+  db: { path?: string; lockTimeoutMs?: number };
   mongodb: Partial<MongoSettings>;
 }
 
@@ -31,7 +31,7 @@ export async function openStore(config: StoreConfig): Promise<Store> {
   // The driver is loaded only when MongoDB is configured: most servers run embedded and start faster without it.
   const store = url
     ? await (await import('./mongodb/store.js')).MongoStore.connect({ url, ...settings })
-    : await EmbeddedStore.open(embeddedStorePath(config));
+    : await EmbeddedStore.open(embeddedStorePath(config), { lockTimeoutMs: config.db.lockTimeoutMs });
   try {
     await ensureStandardIndexes(store);
   } catch (error) {

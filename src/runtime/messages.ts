@@ -9,16 +9,19 @@ export type WorkerToPrimary =
   /** A forked worker's first message: it asks for the resolved config (secrets included), never put in its environment. */
   | { fp: 'boot' }
   | { fp: 'ready' }
+  /** The connection of hand-off `id` arrived: the primary may close its own copy. */
+  | { fp: 'taken'; id: number }
   | { fp: 'status'; status: WorkerStatus }
   | { fp: 'health'; rss: number; heapUsed: number; lagMs: number }
-  | { fp: 'ack' }
+  /** The worker is shutting down; `signal` when a signal it received itself started that (not the primary). */
+  | { fp: 'ack'; signal?: string }
   | ChannelMessage
   | RpcCall
   | RpcReply;
 
 export type PrimaryToWorker =
   | ({ fp: 'boot' } & WorkerBoot)
-  | { fp: 'conn'; secure: boolean }
+  | { fp: 'conn'; secure: boolean; id: number }
   | { fp: 'shutdown'; reason: string }
   | { fp: 'fleet'; ready: boolean }
   | ChannelMessage

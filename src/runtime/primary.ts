@@ -321,12 +321,15 @@ export class PrimaryRuntime {
     const { log, events } = this.options;
     const started = this.clock.now();
     this.leaving = true;
+    // First, before any await: a worker that stops on the same signal (sent to the whole group) is no crash.
+    this.fleet?.beginShutdown();
     log.info({ signal }, 'shutting down');
     events.emitSafe('shutdown:start', { signal });
-    // Readiness off while the workers still serve, so load balancers stop sending before the fallback answers.
+    // Readiness off while the workers still serve, so load balancers stop sending before the fallback answers;
+    // over early once none serves (they got the signal too): the fallback answers from then on either way.
     const serving = this.fleet ? this.fleet.active > 0 : this.options.local?.status === 'ready';
     this.grace.cancel();
-    if (serving) await this.grace.hold(async () => {});
+    if (serving) await this.grace.hold(async () => {}, this.fleet?.noneServing());
     this.closing = true;
     for (const hook of this.shutdownHooks) {
       try {

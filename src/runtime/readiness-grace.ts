@@ -25,13 +25,13 @@ export class ReadinessGrace {
   /**
    * Turns readiness off, waits `graceMs` (nothing when it is off), runs `action` and turns readiness back on
    * once it is done. Resolves `undefined` without running `action` when `cancel()` came during the wait (the
-   * operator changed their mind).
+   * operator changed their mind). `over`: the wait ends early when it settles (nothing left to protect).
    */
-  async hold<T>(action: () => Promise<T>): Promise<T | undefined> {
+  async hold<T>(action: () => Promise<T>, over?: Promise<unknown>): Promise<T | undefined> {
     if (this.graceMs <= 0) return action();
     this.take();
     try {
-      if (!(await this.wait())) return undefined;
+      if (!(await this.wait(over))) return undefined;
       return await action();
     } finally {
       this.release();
@@ -43,7 +43,7 @@ export class ReadinessGrace {
     for (const entry of [...this.waiting]) entry.settle(false);
   }
 
-  private wait(): Promise<boolean> {
+  private wait(over?: Promise<unknown>): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
       const entry = {
         settle: (elapsed: boolean) => {
@@ -55,6 +55,7 @@ export class ReadinessGrace {
       };
       this.waiting.add(entry);
       entry.cancelTimer = this.clock.setTimeout(() => entry.settle(true), this.graceMs);
+      void over?.then(() => entry.settle(true));
     });
   }
 

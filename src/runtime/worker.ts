@@ -14,6 +14,8 @@ import { HttpMetrics } from './http-metrics.js';
 import type { Registry } from 'prom-client';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { socketOf, type ConnectionHandle } from './listeners.js';
+import { IncompleteHeaders } from './incomplete-headers.js';
+import { TrustedProxies, normalizeAddress } from '../auth/client-address.js';
 
 export type ShutdownHook = (reason: string) => void | Promise<void>;
 
@@ -24,6 +26,7 @@ export type ShutdownHook = (reason: string) => void | Promise<void>;
 export class WorkerRuntime {
   readonly rpc: RpcChannel;
   readonly connections = new ConnectionTracker();
+  readonly incompleteHeaders: IncompleteHeaders;
   private currentStatus: WorkerStatus = 'starting';
   private app: AppHost | undefined;
   private fleetReady = true;
@@ -53,6 +56,8 @@ export class WorkerRuntime {
     this.rpc.handle('worker.drain', (params) => this.announced('drain', params, (value) => this.drain(value)));
     this.rpc.handle('worker.status', () => this.describe());
     this.rpc.handle('worker.metrics', () => this.metricsJson());
+    const proxies = new TrustedProxies(config.http.trustProxy);
+    this.incompleteHeaders = new IncompleteHeaders({ maxPerAddress: config.http.maxIncompletePerAddress, exempt: (address) => proxies.trusts(normalizeAddress(address)) });
     this.registry = createWorkerRegistry({ worker: String(workerId) });
     this.httpMetrics = new HttpMetrics(this.registry);
   }
@@ -119,11 +124,13 @@ export class WorkerRuntime {
   /** Starts serving `app` and tells the primary this worker is ready. */
   attach(app: AppHost): void {
     this.app = app;
-    app.http.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
-    this.connections.track(app.http);
-    if (app.https) {
-      app.https.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
-      this.connections.track(app.https);
+    for (const server of [app.http, app.https]) {
+      if (!server) continue;
+      server.keepAliveTimeout = this.config.http.keepAliveTimeoutMs;
+      // Read by Node's connection check on each round (armed by `armConnectionChecks`).
+      server.headersTimeout = this.config.http.headersTimeoutMs;
+      this.connections.track(server);
+      this.incompleteHeaders.track(server);
     }
     this.setStatus('ready');
     this.post({ fp: 'ready' });
@@ -139,9 +146,12 @@ export class WorkerRuntime {
           // A second signal is the primary escalating: stop waiting.
           process.exit(1);
         }
-        void this.shutdown(signal);
+        void this.shutdown(signal, signal);
       });
     }
+    // SIGHUP is the primary's rolling restart; a terminal hang-up sends it to the whole group, and its default
+    // action would end every worker at once. The primary replaces this worker in turn.
+    process.on('SIGHUP', () => {});
     if (this.config.health.heartbeatMs > 0) {
       this.stopHeartbeat = startHeartbeat(this.config.health.heartbeatMs, (beat) => this.post({ fp: 'health', ...beat }));
     }
@@ -176,13 +186,15 @@ export class WorkerRuntime {
     return { status: this.currentStatus, remaining: this.connections.size };
   }
 
-  shutdown(reason: string): Promise<void> {
-    this.stopping ??= this.runShutdown(reason);
+  /** `signal`: the shutdown was started by a signal this process received (not by the primary's request). */
+  shutdown(reason: string, signal?: NodeJS.Signals): Promise<void> {
+    this.stopping ??= this.runShutdown(reason, signal);
     return this.stopping;
   }
 
-  private async runShutdown(reason: string): Promise<void> {
-    this.post({ fp: 'ack' });
+  private async runShutdown(reason: string, signal?: NodeJS.Signals): Promise<void> {
+    // The primary tells a group signal (Ctrl-C, a service manager's stop) from a crash by this.
+    this.post(signal ? { fp: 'ack', signal } : { fp: 'ack' });
     this.setStatus('stopping', reason);
     this.stopHeartbeat();
     this.log.info({ reason }, 'worker shutting down');
@@ -212,8 +224,12 @@ export class WorkerRuntime {
     const internal = message as PrimaryToWorker;
     switch (internal.fp) {
       case 'conn':
-        // The primary passes the accepted connection's raw handle (see `Listeners`).
-        if (handle) this.accept(socketOf(handle), internal.secure);
+        // The primary passes the accepted connection's raw handle (see `Listeners`), and keeps its own copy
+        // until told it arrived: confirmed before a byte is read, so the primary can re-route it if this
+        // process dies with the message unread.
+        if (!handle) break;
+        this.post({ fp: 'taken', id: internal.id });
+        this.accept(socketOf(handle), internal.secure);
         break;
       case 'shutdown':
         void this.shutdown(internal.reason);

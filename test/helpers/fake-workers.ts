@@ -23,7 +23,7 @@ export class FakeWorker implements WorkerHandle {
   /** Signals that end this worker (a worker that handles SIGTERM well: ['SIGTERM', 'SIGINT', 'SIGKILL']). */
   diesOn: NodeJS.Signals[] = ['SIGKILL'];
   exitedWith: { code: number | null; signal: string | null } | undefined;
-  private readonly listeners = { online: [] as Array<() => void>, message: [] as Array<(message: unknown) => void>, error: [] as Array<(error: Error) => void>, exit: [] as Array<(code: number | null, signal: string | null) => void> };
+  private readonly listeners = { online: [] as Array<() => void>, message: [] as Array<(message: unknown) => void>, error: [] as Array<(error: Error) => void>, exit: [] as Array<(code: number | null, signal: string | null) => void>, disconnect: [] as Array<() => void> };
 
   constructor(
     readonly pid: number,
@@ -62,6 +62,17 @@ export class FakeWorker implements WorkerHandle {
 
   onExit(listener: (code: number | null, signal: string | null) => void): void {
     this.listeners.exit.push(listener);
+  }
+
+  onDisconnect(listener: () => void): void {
+    this.listeners.disconnect.push(listener);
+  }
+
+  /** The IPC channel closes (a killed worker's first sign), before its exit is seen. */
+  disconnect(): void {
+    if (!this.connected) return;
+    this.connected = false;
+    for (const listener of this.listeners.disconnect) listener();
   }
 
   /** A message from the worker to the primary. */

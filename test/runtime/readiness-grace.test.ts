@@ -76,3 +76,16 @@ t.test('an action that throws still turns readiness back on', async (t) => {
   await held;
   t.equal(subject.active, false);
 });
+
+t.test('a hold ends its wait early when its `over` promise settles, and runs the action then', async (t) => {
+  const { clock, subject } = grace(5_000);
+  let end!: () => void;
+  const over = new Promise<void>((resolve) => (end = resolve));
+  const ran: number[] = [];
+  const held = subject.hold(async () => ran.push(clock.now()), over);
+  await clock.advanceAsync(1_000);
+  end();
+  await held;
+  t.same(ran, [1_000], 'the action ran when nothing was left to protect');
+  t.equal(subject.active, false);
+});

@@ -2,15 +2,19 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
-import { StoreError } from '../errors.js';
+import { StoreError, StoreUnavailableError } from '../errors.js';
 
 /**
  * better-sqlite3 is synchronous, so SQLite's busy handler blocks the event loop while it waits for the write
- * lock. Keep that wait short and do longer waits as async retries (`withBusyRetry`), which let the process
- * keep serving while another process holds the lock.
+ * lock. Keep that wait short (ordinary contention between processes lasts a millisecond or two) and do longer
+ * waits as async retries (`withBusyRetry`), which let the process keep serving while another process holds
+ * the lock: each blocked attempt stalls every request of the process.
  */
-const BUSY_TIMEOUT_MS = 200;
-const RETRY_BUDGET_MS = 30_000;
+const BUSY_TIMEOUT_MS = 20;
+/** Opening the file (the switch to WAL) may wait on other processes opening it too. */
+const OPEN_BUDGET_MS = 30_000;
+/** How long an operation waits for another process's lock by default (`db.lockTimeoutMs`). */
+export const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 const SCHEMA_VERSION = 1;
 
 /**
@@ -59,18 +63,52 @@ export function isConstraint(error: unknown): boolean {
   return typeof code === 'string' && code.startsWith('SQLITE_CONSTRAINT');
 }
 
+function sqliteCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_') ? code : undefined;
+}
+
+/**
+ * A failure of the environment (the disk is full, the file cannot be read or written) as the store error it
+ * stands for, so the caller answers 503 with a clear reason instead of an internal error; anything else as it is.
+ * A failed statement rolls its transaction back: a refused write was not made.
+ */
+export function environmentFailure(error: unknown, file: string): unknown {
+  const code = sqliteCode(error);
+  if (code === undefined) return error;
+  if (code === 'SQLITE_FULL') return new StoreError(`the disk holding the embedded store ${file} is full: the write was not made`, 'store_full', { cause: error });
+  if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY') || code === 'SQLITE_PERM' || code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')) {
+    return new StoreUnavailableError(`the embedded store ${file} cannot be read or written (${code}): ${(error as Error).message}`, { cause: error });
+  }
+  return error;
+}
+
+/**
+ * `operation` run without SQLite's busy handler: a lock held by another process fails it at once instead of
+ * blocking the event loop. Retries use it, since while a lock is held long every waiting operation retries and
+ * their blocked attempts would add up to a stalled process.
+ */
+export function withoutBlocking<T>(db: Database.Database, operation: () => T): T {
+  db.pragma('busy_timeout = 0');
+  try {
+    return operation();
+  } finally {
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }
+}
+
 /**
  * Runs `operation` (a synchronous SQLite call), retrying while another connection holds the lock, with a
- * jittered backoff; only a lock held past the whole budget reaches the caller.
+ * jittered backoff; only a lock held past the whole budget reaches the caller (503 `store_busy`).
  */
-export async function withBusyRetry<T>(operation: () => T, budgetMs = RETRY_BUDGET_MS): Promise<T> {
+export async function withBusyRetry<T>(operation: () => T, budgetMs = DEFAULT_LOCK_TIMEOUT_MS): Promise<T> {
   const started = Date.now();
   for (let attempt = 0; ; attempt += 1) {
     try {
       return operation();
     } catch (error) {
       if (!isBusy(error)) throw error;
-      if (Date.now() - started > budgetMs) throw new StoreError('the database stayed locked by another process', 'store_busy', { cause: error });
+      if (Date.now() - started > budgetMs) throw new StoreError(`the database stayed locked by another process for more than ${budgetMs} ms`, 'store_busy', { cause: error });
       await sleep(Math.min(100, 2 ** attempt) + Math.random() * 10);
     }
   }
@@ -91,7 +129,7 @@ export async function openDatabase(file: string): Promise<Database.Database> {
   try {
     // WAL lets readers run while one process writes; switching to it needs a moment of exclusive access, which
     // another process opening the same new file may hold, hence the retry.
-    await withBusyRetry(() => db.pragma('journal_mode = WAL'));
+    await withBusyRetry(() => db.pragma('journal_mode = WAL'), OPEN_BUDGET_MS);
     // NORMAL in WAL mode never corrupts the file; a power loss may drop the last commits, not an app crash.
     db.pragma('synchronous = NORMAL');
     const version = db.pragma('user_version', { simple: true }) as number;
@@ -101,6 +139,7 @@ export async function openDatabase(file: string): Promise<Database.Database> {
         db.exec(SCHEMA);
         db.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate(),
+      OPEN_BUDGET_MS,
     );
     return db;
   } catch (error) {

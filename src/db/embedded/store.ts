@@ -5,7 +5,7 @@ import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, IndexSpec, OrganizationScope, Store } from '../types.js';
 import type { EmbeddedBackend, Statements } from './backend.js';
 import { EmbeddedCollection } from './collection.js';
-import { isBusy, openDatabase, withBusyRetry } from './sqlite.js';
+import { DEFAULT_LOCK_TIMEOUT_MS, environmentFailure, isBusy, openDatabase, withBusyRetry, withoutBlocking } from './sqlite.js';
 
 /** Reads may use an index definition this much later than another process created it (writes never do). */
 const INDEX_DEFINITIONS_TTL_MS = 1_000;
@@ -48,12 +48,14 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
   private constructor(
     readonly file: string,
     readonly db: Database.Database,
+    /** How long an operation waits for another process's lock before failing with `store_busy`. */
+    private readonly lockTimeoutMs: number,
   ) {
     this.statements = prepareStatements(db);
   }
 
-  static async open(file: string): Promise<EmbeddedStore> {
-    return new EmbeddedStore(file, await openDatabase(file));
+  static async open(file: string, options: { lockTimeoutMs?: number } = {}): Promise<EmbeddedStore> {
+    return new EmbeddedStore(file, await openDatabase(file), options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
   }
 
   collection<T extends Document = Document>(name: string): Collection<T> {
@@ -70,7 +72,7 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
   }
 
   async changeToken(collections: readonly string[]): Promise<string> {
-    const rows = await withBusyRetry(() => this.statements.versions.all(JSON.stringify(collections)));
+    const rows = await this.retried(() => this.statements.versions.all(JSON.stringify(collections)));
     return rows.map((row) => `${row.collection}:${row.version}`).join(',');
   }
 
@@ -98,8 +100,19 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
     try {
       return operation();
     } catch (error) {
-      if (!isBusy(error)) throw error;
-      return withBusyRetry(operation);
+      if (!isBusy(error)) throw environmentFailure(error, this.file);
+      return this.retried(operation);
+    }
+  }
+
+  /** `operation` retried while another process holds a lock, its environment failures translated. */
+  private async retried<T>(operation: () => T): Promise<T> {
+    try {
+      // The first attempt may wait briefly in SQLite (ordinary contention), later ones never block.
+      let attempts = 0;
+      return await withBusyRetry(() => (attempts++ === 0 ? operation() : withoutBlocking(this.db, operation)), this.lockTimeoutMs);
+    } catch (error) {
+      throw environmentFailure(error, this.file);
     }
   }
 
@@ -115,7 +128,7 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
     this.assertOpen();
     let outcome: { result: T; counts: boolean };
     try {
-      outcome = await withBusyRetry(() =>
+      outcome = await this.retried(() =>
         this.db
           .transaction(() => {
             const attempt = operation();
@@ -125,7 +138,10 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
           .immediate(),
       );
     } catch (error) {
-      await this.bumpAfterFailure(collection);
+      // A write refused for the lock changed nothing, and its bump would wait for the same lock: the caller
+      // hears of the refusal now, the bump follows when it can.
+      const bumped = this.bumpAfterFailure(collection);
+      if (!(error instanceof StoreError && error.code === 'store_busy')) await bumped;
       throw error;
     }
     if (outcome.counts) this.listeners.notify(collection);
@@ -136,7 +152,7 @@ export class EmbeddedStore implements Store, EmbeddedBackend {
   private async bumpAfterFailure(collection: string): Promise<void> {
     if (this.closed) return;
     try {
-      await withBusyRetry(() => this.statements.bumpVersion.run(collection));
+      await this.retried(() => this.statements.bumpVersion.run(collection));
       this.listeners.notify(collection);
     } catch {
       // The caller hears about the write's own failure.

@@ -6,6 +6,7 @@ import type { WorkerRecord } from './worker-record.js';
 /** Which worker takes the next accepted connection, and the bookkeeping of handing it over. */
 export class ConnectionBalancer {
   private cursor = 0;
+  private nextId = 1;
 
   constructor(private readonly records: readonly WorkerRecord[]) {}
 
@@ -23,27 +24,35 @@ export class ConnectionBalancer {
   }
 
   /**
-   * Passes an accepted connection to the worker. Once the message carrying it is written, the worker has its
-   * own copy and the primary closes its own, as Node's cluster round-robin does; if the send fails, the
-   * connection is still only ours and `onFailure` serves it elsewhere.
+   * Passes an accepted connection to the worker. The primary keeps its own copy until the worker confirms it
+   * took the connection (`taken`), as Node's cluster round-robin does: a worker killed after the message left
+   * but before it read it (the kernel drops what a dead process never read) would otherwise take the
+   * connection down with it. If the send fails, the connection is only ours and `onFailure` serves it elsewhere.
    */
-  handOff(record: WorkerRecord, handle: ConnectionHandle, secure: boolean, onFailure: () => void): void {
-    const message: PrimaryToWorker = { fp: 'conn', secure };
-    record.handOffs.set(handle, onFailure);
-    record.worker.sendConnection(message, handle, (error) => {
-      if (!record.handOffs.delete(handle)) return;
-      if (error) onFailure();
-      else handle.close();
+  handOff(record: WorkerRecord, connection: ConnectionHandle, secure: boolean, onFailure: () => void): void {
+    const id = this.nextId++;
+    const message: PrimaryToWorker = { fp: 'conn', secure, id };
+    record.handOffs.set(id, { connection, reroute: onFailure });
+    record.worker.sendConnection(message, connection, (error) => {
+      if (error && record.handOffs.delete(id)) onFailure();
     });
   }
 
+  /** The worker has the connection of hand-off `id`: the primary's copy is closed. */
+  taken(record: WorkerRecord, id: number): void {
+    const handOff = record.handOffs.get(id);
+    if (!handOff) return;
+    record.handOffs.delete(id);
+    handOff.connection.close();
+  }
+
   /**
-   * Node sends one handle at a time and queues the rest; when the worker dies, queued handles are never sent
-   * and their callbacks never run. They are still ours: give them to another worker.
+   * The worker is gone (its channel closed or it exited): connections it never confirmed are still ours, queued
+   * in Node or in a socket buffer nobody will read. Give them to another worker.
    */
-  rerouteUnsent(record: WorkerRecord): void {
-    const unsent = [...record.handOffs.values()];
+  rerouteUntaken(record: WorkerRecord): void {
+    const untaken = [...record.handOffs.values()];
     record.handOffs.clear();
-    for (const reroute of unsent) reroute();
+    for (const { reroute } of untaken) reroute();
   }
 }

@@ -23,6 +23,7 @@ export function clusterForkPort(options: ClusterForkOptions): ForkPort {
         onOnline: (listener) => void worker.on('online', listener),
         onMessage: (listener) => void worker.on('message', listener),
         onError: (listener) => void worker.on('error', listener),
+        onDisconnect: (listener) => void worker.on('disconnect', listener),
         onExit: (listener) => void worker.on('exit', listener),
       };
     },

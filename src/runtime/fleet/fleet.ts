@@ -61,6 +61,7 @@ export class Fleet {
   private readonly rolling: RollingRestart;
   private stopping = false;
   private started = false;
+  private servingWaiters: Array<() => void> = [];
 
   constructor(private readonly deps: FleetDeps) {
     const { config, clock, log, events, metrics, target } = deps;
@@ -79,6 +80,7 @@ export class Fleet {
       configureRpc: deps.configureRpc,
       receive: (record, message) => this.receive(record, message),
       exited: (record, code, signal) => this.onExit(record, code, signal),
+      disconnected: (record) => this.balancer.rerouteUntaken(record),
     });
     this.balancer = new ConnectionBalancer(records);
     this.recovery = new CrashRecovery({
@@ -114,7 +116,7 @@ export class Fleet {
       shutdown: config.shutdown,
       isStopping,
       forkReplacement: (slot) => this.spawn(slot),
-      onLeftRotation: () => this.capacity.update(),
+      onLeftRotation: () => this.capacityChanged(),
     });
     const { workers, health } = config;
     this.health = new HealthMonitor({
@@ -241,12 +243,28 @@ export class Fleet {
     this.capacity.announceReadiness(ready);
   }
 
-  /** Stop restarting, retire every worker in parallel (`handover`: their WebSockets are told to reconnect, 1012). */
-  async stop(reason: 'shutdown' | 'handover' = 'shutdown'): Promise<void> {
+  /**
+   * A shutdown began: from now on no worker is restarted, recycled or replaced, and a worker that leaves is
+   * not a crash (Ctrl-C and a service manager's stop signal every worker too). The workers still serve while
+   * the readiness grace runs; `stop` takes them out.
+   */
+  beginShutdown(): void {
+    if (this.stopping) return;
     this.stopping = true;
     this.recovery.stop();
     this.health.stop();
     this.capacity.stop();
+  }
+
+  /** Resolves once no worker takes traffic (at once when none does now). */
+  noneServing(): Promise<void> {
+    if (this.capacity.active === 0) return Promise.resolve();
+    return new Promise((resolve) => this.servingWaiters.push(resolve));
+  }
+
+  /** Stop restarting, retire every worker in parallel (`handover`: their WebSockets are told to reconnect, 1012). */
+  async stop(reason: 'shutdown' | 'handover' = 'shutdown'): Promise<void> {
+    this.beginShutdown();
     this.capacity.announceReadiness(false);
     await Promise.all(this.records.map((record) => (record.retiring === 'shutdown' ? record.exited : this.retirement.retire(record, 'shutdown', reason))));
   }
@@ -254,8 +272,14 @@ export class Fleet {
   private spawn(slot: number): WorkerRecord {
     const record = this.spawner.spawn(slot);
     this.records.push(record);
-    this.capacity.update();
+    this.capacityChanged();
     return record;
+  }
+
+  private capacityChanged(): void {
+    this.capacity.update();
+    if (this.servingWaiters.length === 0 || this.capacity.active > 0) return;
+    for (const resolve of this.servingWaiters.splice(0)) resolve();
   }
 
   private receive(record: WorkerRecord, message: WorkerToPrimary): void {
@@ -268,18 +292,22 @@ export class Fleet {
         if (this.stopping || !this.deps.fleetReady()) sendTo(record, { fp: 'fleet', ready: false }, log);
         events.emitSafe('worker:ready', { workerId: record.slot, pid: record.pid });
         this.health.workerReady(record);
-        this.capacity.update();
+        this.capacityChanged();
         break;
       case 'status':
         // A retiring worker stays out of rotation whatever it reports.
         if (!record.retiring || message.status === 'stopping' || message.status === 'stopped') setStatus(record, message.status, events);
-        this.capacity.update();
+        this.capacityChanged();
         break;
       case 'health':
         this.health.onBeat(record, message);
         break;
+      case 'taken':
+        this.balancer.taken(record, message.id);
+        break;
       case 'ack':
         record.acked = true;
+        if (message.signal) record.stoppedOnSignal = message.signal;
         break;
       case 'rpc':
       case 'reply':
@@ -300,12 +328,27 @@ export class Fleet {
     record.cancelAge?.();
     record.rpc.closeAll(`worker ${record.slot} exited`);
     this.deps.channels.disconnected(record.endpoint);
-    this.balancer.rerouteUnsent(record);
-    // A worker whose replacement is already booting needs no restart of its own.
-    const graceful = record.retiring !== undefined || record.replacing !== undefined || this.stopping;
+    this.balancer.rerouteUntaken(record);
     setStatus(record, 'stopped', this.deps.events);
-    this.deps.events.emitSafe('worker:exit', { workerId: record.slot, pid: record.pid, code, signal, graceful });
-    this.capacity.update();
-    this.recovery.workerExited(record, code, signal, graceful);
+    const judge = () => {
+      // A worker whose replacement is already booting needs no restart of its own.
+      const graceful = record.retiring !== undefined || record.replacing !== undefined || this.stopping;
+      this.deps.events.emitSafe('worker:exit', { workerId: record.slot, pid: record.pid, code, signal, graceful });
+      this.capacityChanged();
+      this.recovery.workerExited(record, code, signal, graceful);
+    };
+    if (this.stopping || record.retiring || record.replacing || !stoppedBySignal(record, code, signal)) return judge();
+    // Ctrl-C and a service manager's stop signal the whole process group: the primary may not have handled
+    // its own copy yet. Judge the exit once that copy has had the time to arrive.
+    this.capacityChanged();
+    this.deps.clock.setTimeout(judge, GROUP_SIGNAL_SETTLE_MS);
   }
+}
+
+/** How long a worker that stopped on a signal waits to be judged, in case the primary got the same signal. */
+export const GROUP_SIGNAL_SETTLE_MS = 500;
+
+/** The worker left on a stop signal: ended by it before it could handle it, or shut down cleanly after it. */
+function stoppedBySignal(record: WorkerRecord, code: number | null, signal: string | null): boolean {
+  return signal === 'SIGTERM' || signal === 'SIGINT' || (code === 0 && record.stoppedOnSignal !== undefined);
 }

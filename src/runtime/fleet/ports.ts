@@ -14,6 +14,8 @@ export interface WorkerHandle {
   onOnline(listener: () => void): void;
   onMessage(listener: (message: WorkerToPrimary | unknown) => void): void;
   onError(listener: (error: Error) => void): void;
+  /** The IPC channel closed: the first sign of a worker's death (it comes before the exit is reaped). */
+  onDisconnect(listener: () => void): void;
   onExit(listener: (code: number | null, signal: string | null) => void): void;
 }
 

@@ -23,6 +23,8 @@ export interface SpawnerDeps {
   configureRpc(rpc: RpcChannel, record: WorkerRecord): void;
   /** An internal message from the worker (`ready` arrives after the record's `ready` promise settled true). */
   receive(record: WorkerRecord, message: WorkerToPrimary): void;
+  /** The worker's IPC channel closed: it is dying or dead, and takes nothing sent to it any more. */
+  disconnected(record: WorkerRecord): void;
   /** The worker process is gone; its `ready` settled false if it never was, `exited` settles right after. */
   exited(record: WorkerRecord, code: number | null, signal: string | null): void;
 }
@@ -93,6 +95,7 @@ export class WorkerSpawner {
       this.deps.receive(record, message as WorkerToPrimary);
     });
     worker.onError((error) => log.warn({ err: error, worker: slot }, 'worker channel error'));
+    worker.onDisconnect(() => this.deps.disconnected(record));
     worker.onExit((code, signal) => {
       cancelReadyTimeout();
       markReady(false);

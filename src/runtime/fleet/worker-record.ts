@@ -23,9 +23,11 @@ export interface WorkerRecord {
   retiring?: RecycleReason | 'shutdown';
   /** A replacement is booting; this worker keeps serving until it is ready. */
   replacing?: RecycleReason;
-  /** Connections sent to this worker whose hand-off has not completed, with how to re-route each. */
-  handOffs: Map<ConnectionHandle, () => void>;
+  /** Connections sent to this worker that it has not confirmed taking, by hand-off id, with how to re-route each. */
+  handOffs: Map<number, { connection: ConnectionHandle; reroute: () => void }>;
   acked: boolean;
+  /** The worker began its shutdown on a signal it received itself (a group signal reaches every process). */
+  stoppedOnSignal?: string;
   exited: Promise<void>;
   ready: Promise<boolean>;
   rpc: RpcChannel;

@@ -40,18 +40,22 @@ t.test('the rotation follows the live list as workers come and go', async (t) =>
   t.same(slotsPicked(balancer, 3), [3, 1, 3]);
 });
 
-t.test('a written hand-off closes the primary\'s copy of the connection', async (t) => {
+t.test("the primary's copy of a handed-off connection is closed once the worker confirms it took it, not when written", async (t) => {
   const record = fakeRecord(1);
   const balancer = new ConnectionBalancer([record]);
   const connection = fakeConnection();
   let rerouted = 0;
   balancer.handOff(record, connection, true, () => rerouted++);
-  t.same(record.worker.connections.map((sent) => sent.message), [{ fp: 'conn', secure: true }]);
-  t.equal(record.handOffs.size, 1, 'pending until written');
-  record.worker.connections[0]!.written(null);
+  const [sent] = record.worker.connections;
+  t.match(sent!.message, { fp: 'conn', secure: true, id: Number });
+  sent!.written(null);
+  t.equal(connection.closed, false, 'written is not taken: the worker may die with the message unread');
+  t.equal(record.handOffs.size, 1);
+  balancer.taken(record, (sent!.message as { id: number }).id);
   t.equal(connection.closed, true);
   t.equal(record.handOffs.size, 0);
-  t.equal(rerouted, 0);
+  balancer.rerouteUntaken(record);
+  t.equal(rerouted, 0, 'a taken connection is never re-routed');
 });
 
 t.test('a hand-off whose send fails is served elsewhere, and the connection stays open', async (t) => {
@@ -63,9 +67,11 @@ t.test('a hand-off whose send fails is served elsewhere, and the connection stay
   record.worker.connections[0]!.written(new Error('channel closed'));
   t.equal(rerouted, 1);
   t.equal(connection.closed, false);
+  balancer.rerouteUntaken(record);
+  t.equal(rerouted, 1, 'once');
 });
 
-t.test('hand-offs that never complete are re-routed once when their worker goes', async (t) => {
+t.test('hand-offs written but never confirmed are re-routed once when their worker goes', async (t) => {
   const record = fakeRecord(1);
   const balancer = new ConnectionBalancer([record]);
   const rerouted: string[] = [];
@@ -73,22 +79,22 @@ t.test('hand-offs that never complete are re-routed once when their worker goes'
   const second = fakeConnection();
   balancer.handOff(record, first, false, () => rerouted.push('first'));
   balancer.handOff(record, second, false, () => rerouted.push('second'));
-  balancer.rerouteUnsent(record);
-  t.same(rerouted, ['first', 'second']);
+  record.worker.connections[0]!.written(null);
+  balancer.rerouteUntaken(record);
+  t.same(rerouted, ['first', 'second'], 'the written one too: its message may sit unread in a dead socket');
   t.equal(record.handOffs.size, 0);
-  record.worker.connections[0]!.written(new Error('late callback of a dead channel'));
-  t.same(rerouted, ['first', 'second'], 'a late callback does not serve the connection a second time');
-  t.equal(first.closed, false);
-  balancer.rerouteUnsent(record);
+  record.worker.connections[1]!.written(new Error('late callback of a dead channel'));
+  balancer.taken(record, (record.worker.connections[0]!.message as { id: number }).id);
+  t.same(rerouted, ['first', 'second'], 'a late callback or confirmation does not serve the connection a second time');
+  t.equal(first.closed, false, "the primary's copy of a re-routed connection stays open for its new worker");
+  balancer.rerouteUntaken(record);
   t.same(rerouted, ['first', 'second'], 'nothing left to re-route');
 });
 
-t.test('a completed hand-off is not re-routed when the worker goes later', async (t) => {
-  const record = fakeRecord(1);
-  const balancer = new ConnectionBalancer([record]);
-  let rerouted = 0;
-  balancer.handOff(record, fakeConnection(), false, () => rerouted++);
-  record.worker.connections[0]!.written(null);
-  balancer.rerouteUnsent(record);
-  t.equal(rerouted, 0);
+t.test('hand-off ids are unique across workers', async (t) => {
+  const records = [fakeRecord(1), fakeRecord(2)];
+  const balancer = new ConnectionBalancer(records);
+  for (const record of [...records, ...records]) balancer.handOff(record, fakeConnection(), false, () => {});
+  const ids = records.flatMap((record) => record.worker.connections.map((sent) => (sent.message as { id: number }).id));
+  t.equal(new Set(ids).size, 4);
 });

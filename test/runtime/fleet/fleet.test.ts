@@ -1,7 +1,7 @@
 import t from 'tap';
 import { CHANNELS_READY } from '../../../src/runtime/channels.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { Fleet } from '../../../src/runtime/fleet/fleet.js';
+import { Fleet, GROUP_SIGNAL_SETTLE_MS } from '../../../src/runtime/fleet/fleet.js';
 import { PrimaryChannels } from '../../../src/runtime/channels.js';
 import { SafeEmitter, type ServerEventName } from '../../../src/runtime/events.js';
 import { PrimaryMetrics } from '../../../src/runtime/metrics.js';
@@ -97,8 +97,32 @@ t.test('a connection still queued for a worker that dies is handed to another on
   fleet.handOff(first, connection, false, hand);
   port.workers.find((worker) => worker.pid === first.pid)!.exit(1);
   t.same(served, [1_001], 'the survivor gets it');
-  port.workers[1]!.connections[0]!.written(null);
+  const [sent] = port.workers[1]!.connections;
+  sent!.written(null);
+  port.workers[1]!.say({ fp: 'taken', id: (sent!.message as { id: number }).id });
   t.equal(connection.closed, true);
+});
+
+t.test("a connection written to a worker whose channel then closes is re-routed at once, before its exit is seen", async (t) => {
+  const { port, fleet } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  const connection = fakeConnection();
+  const served: number[] = [];
+  const hand = () => {
+    const record = fleet.pickForConnection()!;
+    served.push(record.pid);
+    fleet.handOff(record, connection, false, hand);
+  };
+  hand();
+  const victim = port.workers.find((worker) => worker.pid === served[0])!;
+  victim.connections[0]!.written(null);
+  victim.disconnect();
+  t.same(served, [1_000, 1_001], 'handed to the other worker on the disconnect');
+  t.equal(fleet.pickForConnection()?.pid, 1_001, 'and the dead one gets no more');
+  victim.exit(null, 'SIGKILL');
+  t.same(served, [1_000, 1_001], 'the exit re-routes nothing twice');
+  t.equal(connection.closed, false);
 });
 
 t.test('a crashed worker is forked again after the backoff and the fleet is whole again', async (t) => {
@@ -162,4 +186,72 @@ t.test('stop tells every worker not ready and retires them all, restarting none'
   t.equal(port.workers.length, 2, 'no restart');
   t.equal(fleet.records.length, 0);
   t.same(unrecoverable, []);
+});
+
+t.test('once a shutdown began, a worker leaving on its own copy of the signal is no crash and is not replaced', async (t) => {
+  const { clock, port, fleet, seen, exitCodes } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  fleet.beginShutdown();
+  // One shut down cleanly on the signal, the other was still booting and ended by it.
+  port.workers[0]!.say({ fp: 'ack', signal: 'SIGTERM' });
+  port.workers[0]!.exit(0);
+  port.workers[1]!.exit(null, 'SIGTERM');
+  clock.advance(60_000);
+  t.equal(port.workers.length, 2, 'no replacement forked');
+  t.notOk(seen.includes('worker:crash'), 'no crash reported');
+  t.notOk(seen.includes('worker:restart'), 'no restart');
+  t.same(exitCodes, []);
+});
+
+t.test('a worker that stops on a signal before the primary handled its own copy is judged once that copy arrived', async (t) => {
+  const { clock, port, fleet, seen } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  port.workers[0]!.say({ fp: 'ack', signal: 'SIGINT' });
+  port.workers[0]!.exit(0);
+  t.equal(fleet.active, 1, 'out of rotation at once');
+  clock.advance(GROUP_SIGNAL_SETTLE_MS - 1);
+  fleet.beginShutdown();
+  clock.advance(60_000);
+  t.equal(port.workers.length, 2, 'not replaced');
+  t.notOk(seen.includes('worker:crash'));
+});
+
+t.test('a worker signalled alone (the primary got no signal) is a crash, restarted after the settle time and the backoff', async (t) => {
+  const { clock, port, fleet, seen } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  port.workers[1]!.say({ fp: 'ack', signal: 'SIGTERM' });
+  port.workers[1]!.exit(0);
+  clock.advance(GROUP_SIGNAL_SETTLE_MS - 1);
+  t.notOk(seen.includes('worker:crash'), 'not judged before the settle time');
+  clock.advance(1);
+  t.ok(seen.includes('worker:crash'), 'then a crash');
+  clock.advance(100);
+  t.equal(port.workers.length, 3, 'and its slot forked again');
+  t.equal(port.workers[2]!.env.FLEETPLANE_INTERNAL_WORKER, '2');
+});
+
+t.test('a worker exiting 0 without a signal is judged at once', async (t) => {
+  const { port, fleet, seen } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  port.workers[0]!.exit(0);
+  t.ok(seen.includes('worker:crash'));
+});
+
+t.test('noneServing resolves once the last serving worker stops taking traffic', async (t) => {
+  const { port, fleet } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  let over = false;
+  void fleet.noneServing().then(() => (over = true));
+  port.workers[0]!.say({ fp: 'status', status: 'stopping' });
+  await settle();
+  t.equal(over, false, 'one still serves');
+  port.workers[1]!.exit(null, 'SIGKILL');
+  await settle();
+  t.equal(over, true);
+  t.equal(await Promise.race([fleet.noneServing().then(() => 'at once'), settle().then(() => 'later')]), 'at once', 'at once when none serves');
 });
