@@ -1,15 +1,21 @@
 #!/usr/bin/env node
-// Envelope routes benchmark (SPEC 9–11), one worker each, the same 300-byte JSON body for both sides of a pair:
-//   workflow: bare Fastify POST echo  vs  POST /workflows/echo through authorization, validation and the engine
-//   api:      bare Fastify POST that calls the upstream with undici directly  vs  POST /api to the same upstream
-//   crud:     bare Fastify POST that reads one row by id with the store's own better-sqlite3 prepared statement
+// Envelope routes benchmark (SPEC 9–11): each route on three sides, the same JSON body for all three:
+//   L (limit): bare Fastify, no hooks, logger off, the route's core work only (this file's bare role)
+//   P (baseline): the peer a team writes by hand (bench/fixtures/peer-service.mjs): Fastify 5, pino at info, an
+//      onRequest Bearer check, a TypeBox body, the same work
+//   F (candidate): Fleetplane, `workers: 1`
+//   workflow: POST echo  vs  POST /workflows/echo through authorization, validation and the engine
+//   api:      POST that calls the upstream with undici  vs  POST /api to the same upstream
+//   crud:     POST that reads one row by id with the store's own better-sqlite3 prepared statement
 //             vs  POST /crud `object.read` with `filter: { _id }` (the same SQLite file, the same row)
-// Baseline and candidate alternate within each round (the load generator shares the 2 cores); the figures are
-// medians of per-round ratios. Server CPU per request (the serving process, from /proc) gives the CPU-efficiency
-// ratio (baseline ÷ candidate µs per request), the primary figure: it moves far less with other load than req/s.
+// The sides alternate within each round (the load generator shares the 2 cores); servers are pinned to one CPU
+// and the runner to the other. Server CPU per request (from /proc) gives the CPU-efficiency ratio (P's or L's µs
+// per request ÷ F's), the primary figure: it moves far less with other load than req/s. Two passes: full load
+// (autocannon) and one rate for every side, evenly paced (bench/lib/load.mjs `pacedLoad`).
 // Run after `npm run build`: `node bench/envelope.mjs`.
-// Writes bench/results/envelope.json and .md (keeping whatever follows the .md's ANALYSIS marker line). Environment: BENCH_ROUNDS (default 5), BENCH_DURATION_S (default 4),
-// BENCH_CONNECTIONS (default 32), BENCH_PAIRS (a subset such as `workflow,crud`: printed, not written).
+// Writes bench/results/envelope.json and .md (keeping whatever follows the .md's ANALYSIS marker line).
+// Environment: BENCH_ROUNDS (default 5), BENCH_DURATION_S (default 4), BENCH_CONNECTIONS (default 32),
+// BENCH_PAIRS (a subset such as `workflow,crud`: printed, not written), BENCH_PIN=0 (no CPU pinning).
 // The same file is also each helper process (BENCH_ENVELOPE_ROLE=upstream|bare), so every process it starts
 // runs in its own process group and is killed at the end, on failure and on Ctrl-C.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -81,7 +87,9 @@ async function bareRole() {
 
 async function runner() {
   const { default: autocannon } = await import('autocannon');
-  const { Fixture, cpuSplitMs, killAll } = await import('./lib/procs.mjs');
+  const { execFileSync } = await import('node:child_process');
+  const { Fixture, cpuPreciseMs, cpuSplitMs, killAll } = await import('./lib/procs.mjs');
+  const { pacedLoad, postBuffer } = await import('./lib/load.mjs');
   const { BODY_BYTES, seedEnvelopeData } = await import('./lib/envelope-data.mjs');
 
   const settings = {
@@ -89,11 +97,15 @@ async function runner() {
     durationS: Number(process.env.BENCH_DURATION_S ?? 4),
     connections: Number(process.env.BENCH_CONNECTIONS ?? 32),
     bodyBytes: BODY_BYTES,
-    /** The second pass offers both sides this share of the rate Fleetplane sustained in the first. */
-    sameRateShare: 0.85,
+    /** The paced pass offers every side this share of the rate Fleetplane sustained at full load. */
+    pacedShare: 0.85,
+    /** Servers on the last CPU, the runner (load generator) and the upstream on the first. */
+    pin: process.env.BENCH_PIN !== '0' && os.cpus().length >= 2,
   };
-  // Minimum CPU-efficiency ratios (the primary figure); throughput ratios are reported next to them.
-  const GOALS = { workflow: 0.75, api: 0.8, crud: 0.6 };
+  // Minimum CPU-efficiency against the peer P (its µs per request ÷ Fleetplane's), the primary figure.
+  const GOALS = { workflow: 0.9, api: 0.9, crud: 0.9 };
+  const SIDES = ['limit', 'baseline', 'candidate'];
+  const LABEL = { limit: 'L', baseline: 'P', candidate: 'F' };
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'fleetplane-bench-envelope-'));
   const cleanup = () => {
     killAll();
@@ -106,146 +118,162 @@ async function runner() {
     return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
   };
   const round2 = (value) => Math.round(value * 100) / 100;
+  const spread = (values) => ({ median: round2(median(values)), min: round2(Math.min(...values)), max: round2(Math.max(...values)), rounds: values.map(round2) });
+  const pin = (cpu, pid) => settings.pin && execFileSync('taskset', ['-a', '-cp', String(cpu), String(pid)], { stdio: 'ignore' });
+  const serverCpu = os.cpus().length - 1;
 
   try {
+    pin(0, process.pid);
     // Helper processes are this file in another role; Fixture resolves names under bench/fixtures/.
     const upstream = new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'upstream' });
-    const { port: upstreamPort } = await upstream.ready();
-    const { dbFile, organizationId, json, withKey, bodies, answers } = await seedEnvelopeData(dataDir, upstreamPort);
-    const bare = new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'bare', BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: dbFile, BENCH_ORGANIZATION_ID: organizationId });
+    const { port: upstreamPort, pid: upstreamPid } = await upstream.ready();
+    pin(0, upstreamPid);
+    const { dbFile, organizationId, key, json, withKey, bodies, answers } = await seedEnvelopeData(dataDir, upstreamPort);
+    const data = { BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: dbFile, BENCH_ORGANIZATION_ID: organizationId };
+    const bare = new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'bare', ...data });
+    const peer = new Fixture('peer-service.mjs', { ...data, BENCH_PEER_KEY: key });
     const fleetplane = new Fixture('fleetplane.mjs', {
       BENCH_FP_CONFIG: JSON.stringify({ dataDir, workers: 1, http: { port: 0, host: '127.0.0.1' }, log: { level: 'warn', requests: false } }),
     });
-    const [{ port: barePort, pid: barePid }, { port: fpPort, workers: fpWorkers }] = await Promise.all([bare.ready(), fleetplane.ready(60_000)]);
-    const fpWorkerPid = fpWorkers[0];
+    const [{ port: barePort, pid: barePid }, { port: peerPort, pid: peerPid }, { port: fpPort, workers: fpWorkers }] = await Promise.all([bare.ready(), peer.ready(), fleetplane.ready(60_000)]);
+    // Fleetplane's CPU is its worker's and its primary's (which hands the connections over).
+    const processes = { limit: [barePid], baseline: [peerPid], candidate: [fpWorkers[0], fleetplane.pid] };
+    for (const pids of Object.values(processes)) for (const pid of pids) pin(serverCpu, pid);
 
+    const side = (port, route, headers, body, pids) => ({ port, route, url: `http://127.0.0.1:${port}${route}`, body, headers, pids });
     const pairs = {
-      workflow: {
-        baseline: { url: `http://127.0.0.1:${barePort}/echo`, body: bodies.workflow, headers: json, pid: barePid },
-        candidate: { url: `http://127.0.0.1:${fpPort}/workflows/echo`, body: bodies.workflow, headers: withKey, pid: fpWorkerPid },
-      },
-      api: {
-        baseline: { url: `http://127.0.0.1:${barePort}/proxy`, body: bodies.api, headers: json, pid: barePid },
-        candidate: { url: `http://127.0.0.1:${fpPort}/api`, body: bodies.api, headers: withKey, pid: fpWorkerPid },
-      },
-      crud: {
-        baseline: { url: `http://127.0.0.1:${barePort}/read`, body: bodies.crud, headers: json, pid: barePid },
-        candidate: { url: `http://127.0.0.1:${fpPort}/crud`, body: bodies.crud, headers: withKey, pid: fpWorkerPid },
-      },
+      workflow: { limit: side(barePort, '/echo', json, bodies.workflow, processes.limit), baseline: side(peerPort, '/echo', withKey, bodies.workflow, processes.baseline), candidate: side(fpPort, '/workflows/echo', withKey, bodies.workflow, processes.candidate) },
+      api: { limit: side(barePort, '/proxy', json, bodies.api, processes.limit), baseline: side(peerPort, '/proxy', withKey, bodies.api, processes.baseline), candidate: side(fpPort, '/api', withKey, bodies.api, processes.candidate) },
+      crud: { limit: side(barePort, '/read', json, bodies.crud, processes.limit), baseline: side(peerPort, '/read', withKey, bodies.crud, processes.baseline), candidate: side(fpPort, '/crud', withKey, bodies.crud, processes.candidate) },
     };
-
     // BENCH_PAIRS=workflow,crud measures only those pairs and prints their figures without writing the results.
     const only = process.env.BENCH_PAIRS ? process.env.BENCH_PAIRS.split(',') : undefined;
     if (only) for (const name of Object.keys(pairs)) if (!only.includes(name)) delete pairs[name];
-    // Server CPU per request is measured too: unlike throughput, it does not move with what else the machine runs.
-    const load = async ({ url, body, headers, pid }, durationS, overallRate) => {
-      const cpuBefore = cpuSplitMs(pid);
-      const result = await autocannon({ url, body, headers, method: 'POST', connections: settings.connections, duration: durationS, ...(overallRate ? { overallRate } : {}) });
-      const cpuAfter = cpuSplitMs(pid);
-      const cpuUsedMs = cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system;
-      const failed = result.errors + result.timeouts + result.non2xx;
-      if (failed > 0) throw new Error(`${url}: ${failed} failed requests (${result.non2xx} non-2xx)`);
-      return { requestsPerSecond: result.requests.average, p50Ms: result.latency.p50, p99Ms: result.latency.p99, serverCpuUsPerRequest: (cpuUsedMs * 1000) / result.requests.total, serverSystemCpuUsPerRequest: ((cpuAfter.system - cpuBefore.system) * 1000) / result.requests.total };
+
+    const sum = (values) => values.reduce((total, value) => total + value, 0);
+    /** Runs `drive()` against one side and charges the servers' CPU to the requests answered. */
+    const measured = async (target, drive) => {
+      const before = { total: sum(target.pids.map(cpuPreciseMs)), system: sum(target.pids.map((pid) => cpuSplitMs(pid).system)) };
+      const result = await drive();
+      const after = { total: sum(target.pids.map(cpuPreciseMs)), system: sum(target.pids.map((pid) => cpuSplitMs(pid).system)) };
+      if (result.failed > 0) throw new Error(`${target.url}: ${result.failed} failed requests`);
+      // The kernel part comes in clock ticks (10 ms): read it over whole runs only.
+      return { ...result, serverCpuUsPerRequest: ((after.total - before.total) * 1000) / result.requests, serverSystemCpuUsPerRequest: ((after.system - before.system) * 1000) / result.requests };
     };
-    // Each side must answer what it is meant to before anything is measured.
+    // Full load: autocannon, every connection sending its next request as soon as the answer is in.
+    const fullLoad = (target) =>
+      measured(target, async () => {
+        const result = await autocannon({ url: target.url, body: target.body, headers: target.headers, method: 'POST', connections: settings.connections, duration: settings.durationS });
+        return { requests: result.requests.total, failed: result.errors + result.timeouts + result.non2xx, requestsPerSecond: result.requests.average, p50Ms: result.latency.p50, p99Ms: result.latency.p99 };
+      });
+    // One rate for every side, evenly paced (bench/lib/load.mjs `pacedLoad`): one request per connection per interval.
+    const paced = (target, rate) => measured(target, () => pacedLoad({ port: target.port, request: postBuffer('127.0.0.1', target.port, target.route, target.headers, target.body), connections: settings.connections, rate, durationMs: settings.durationS * 1000 }));
+
+    // Each side must answer what it is meant to before anything is measured; then one short warm-up each.
     for (const [name, pair] of Object.entries(pairs)) {
-      for (const side of ['baseline', 'candidate']) {
-        const response = await fetch(pair[side].url, { method: 'POST', body: pair[side].body, headers: pair[side].headers });
+      for (const which of SIDES) {
+        const response = await fetch(pair[which].url, { method: 'POST', body: pair[which].body, headers: pair[which].headers });
         const reply = await response.json();
-        if (response.status !== 200 || !answers[name](reply)) throw new Error(`${pair[side].url} answered ${response.status} ${JSON.stringify(reply).slice(0, 200)}`);
+        if (response.status !== 200 || !answers[name](reply)) throw new Error(`${pair[which].url} answered ${response.status} ${JSON.stringify(reply).slice(0, 200)}`);
       }
     }
-    for (const pair of Object.values(pairs)) for (const side of ['baseline', 'candidate']) await load(pair[side], 1);
+    for (const pair of Object.values(pairs)) for (const which of SIDES) await measured(pair[which], () => autocannon({ url: pair[which].url, body: pair[which].body, headers: pair[which].headers, method: 'POST', connections: settings.connections, duration: 1 }).then((result) => ({ requests: result.requests.total, failed: 0 })));
 
-    const samples = Object.fromEntries(Object.keys(pairs).map((name) => [name, { baseline: [], candidate: [], ratio: [], cpuRatio: [] }]));
-    for (let round = 0; round < settings.rounds; round += 1) {
-      for (const [name, pair] of Object.entries(pairs)) {
-        const order = round % 2 === 0 ? ['baseline', 'candidate'] : ['candidate', 'baseline'];
-        const measured = {};
-        for (const side of order) measured[side] = await load(pair[side], settings.durationS);
-        samples[name].baseline.push(measured.baseline);
-        samples[name].candidate.push(measured.candidate);
-        samples[name].ratio.push(measured.candidate.requestsPerSecond / measured.baseline.requestsPerSecond);
-        samples[name].cpuRatio.push(measured.baseline.serverCpuUsPerRequest / measured.candidate.serverCpuUsPerRequest);
-      }
-      console.error(`round ${round + 1}/${settings.rounds} done`);
-    }
-
-    // The same pairs again with both sides offered the same rate, a share of what Fleetplane sustained: at full
-    // load the faster side also gets larger event-loop batches and finds its client awake more often (fewer
-    // wake-ups per answer), so part of the full-load gap could follow from the slower side being slower. At one
-    // rate that part is gone and what remains is the work per request.
-    for (const [name, pair] of Object.entries(pairs)) {
-      const rate = Math.round(median(samples[name].candidate.map((run) => run.requestsPerSecond)) * settings.sameRateShare);
-      samples[name].sameRate = { rate, cpuRatio: [], baseline: [], candidate: [] };
+    // The three sides alternate within each round, in reverse order every other round (the client shares the CPUs).
+    const runRounds = async (pass, drive) => {
       for (let round = 0; round < settings.rounds; round += 1) {
-        const order = round % 2 === 0 ? ['baseline', 'candidate'] : ['candidate', 'baseline'];
-        const measured = {};
-        for (const side of order) measured[side] = await load(pair[side], settings.durationS, rate);
-        samples[name].sameRate.baseline.push(measured.baseline.serverCpuUsPerRequest);
-        samples[name].sameRate.candidate.push(measured.candidate.serverCpuUsPerRequest);
-        samples[name].sameRate.cpuRatio.push(measured.baseline.serverCpuUsPerRequest / measured.candidate.serverCpuUsPerRequest);
+        for (const [name, pair] of Object.entries(pairs)) {
+          const runs = {};
+          for (const which of round % 2 === 0 ? SIDES : [...SIDES].reverse()) runs[which] = await drive(pair[which], name);
+          samples[name][pass].push(runs);
+        }
+        console.error(`${pass}: round ${round + 1}/${settings.rounds} done`);
       }
-      console.error(`${name} at ${rate} req/s done`);
-    }
+    };
+    const samples = Object.fromEntries(Object.keys(pairs).map((name) => [name, { full: [], paced: [] }]));
+    await runRounds('full', (target) => fullLoad(target));
+    const rates = Object.fromEntries(Object.keys(pairs).map((name) => [name, Math.round(median(samples[name].full.map((runs) => runs.candidate.requestsPerSecond)) * settings.pacedShare)]));
+    await runRounds('paced', (target, name) => paced(target, rates[name]));
 
+    const summarize = (runs) => ({
+      ...Object.fromEntries(
+        SIDES.map((which) => [
+          which,
+          {
+            requestsPerSecond: Math.round(median(runs.map((run) => run[which].requestsPerSecond))),
+            p50Ms: round2(median(runs.map((run) => run[which].p50Ms))),
+            p99Ms: round2(median(runs.map((run) => run[which].p99Ms))),
+            serverCpuUsPerRequest: spread(runs.map((run) => run[which].serverCpuUsPerRequest)),
+            serverSystemCpuUsPerRequest: round2(median(runs.map((run) => run[which].serverSystemCpuUsPerRequest))),
+          },
+        ]),
+      ),
+      // Efficiency: the reference's CPU per request ÷ Fleetplane's, per round; P against L says what P's own work costs.
+      efficiencyAgainstPeer: spread(runs.map((run) => run.baseline.serverCpuUsPerRequest / run.candidate.serverCpuUsPerRequest)),
+      efficiencyAgainstLimit: spread(runs.map((run) => run.limit.serverCpuUsPerRequest / run.candidate.serverCpuUsPerRequest)),
+      peerAgainstLimit: spread(runs.map((run) => run.limit.serverCpuUsPerRequest / run.baseline.serverCpuUsPerRequest)),
+      throughputAgainstPeer: spread(runs.map((run) => run.candidate.requestsPerSecond / run.baseline.requestsPerSecond)),
+    });
     const figures = {};
     const goals = {};
     for (const [name, sample] of Object.entries(samples)) {
+      const full = summarize(sample.full);
       figures[name] = {
-        baselineRequestsPerSecond: Math.round(median(sample.baseline.map((run) => run.requestsPerSecond))),
-        candidateRequestsPerSecond: Math.round(median(sample.candidate.map((run) => run.requestsPerSecond))),
-        baselineP50Ms: median(sample.baseline.map((run) => run.p50Ms)),
-        candidateP50Ms: median(sample.candidate.map((run) => run.p50Ms)),
-        candidateP99Ms: median(sample.candidate.map((run) => run.p99Ms)),
-        medianRatio: round2(median(sample.ratio)),
-        ratios: sample.ratio.map(round2),
-        baselineServerCpuUsPerRequest: round2(median(sample.baseline.map((run) => run.serverCpuUsPerRequest))),
-        candidateServerCpuUsPerRequest: round2(median(sample.candidate.map((run) => run.serverCpuUsPerRequest))),
-        // Kernel time (socket reads and writes): tells the cost of I/O from the cost of the code.
-        baselineServerSystemCpuUsPerRequest: round2(median(sample.baseline.map((run) => run.serverSystemCpuUsPerRequest))),
-        candidateServerSystemCpuUsPerRequest: round2(median(sample.candidate.map((run) => run.serverSystemCpuUsPerRequest))),
-        medianCpuRatio: round2(median(sample.cpuRatio)),
-        cpuRatios: sample.cpuRatio.map(round2),
-        sameRate: {
-          requestsPerSecond: sample.sameRate.rate,
-          baselineServerCpuUsPerRequest: round2(median(sample.sameRate.baseline)),
-          candidateServerCpuUsPerRequest: round2(median(sample.sameRate.candidate)),
-          medianCpuRatio: round2(median(sample.sameRate.cpuRatio)),
-          cpuRatios: sample.sameRate.cpuRatio.map(round2),
-        },
+        full,
+        paced: { requestsPerSecond: rates[name], ...summarize(sample.paced) },
+        // The figures bench/compare-builds.mjs reads.
+        medianCpuRatio: full.efficiencyAgainstPeer.median,
+        medianRatio: full.throughputAgainstPeer.median,
+        candidateServerCpuUsPerRequest: full.candidate.serverCpuUsPerRequest.median,
       };
-      goals[name] = { goal: `CPU-efficiency ≥ ${GOALS[name]}×`, met: figures[name].medianCpuRatio >= GOALS[name] };
+      goals[name] = { goal: `CPU-efficiency against P ≥ ${GOALS[name]}×`, met: figures[name].medianCpuRatio >= GOALS[name] };
     }
+    const cpuCell = (figure) => `${figure.median} (${figure.min}–${figure.max})`;
+    const sideRows = (name, pass) =>
+      SIDES.map((which) => {
+        const f = figures[name][pass][which];
+        return `| ${name} | ${LABEL[which]} | ${f.requestsPerSecond} | ${f.p50Ms} / ${f.p99Ms} | ${cpuCell(f.serverCpuUsPerRequest)} | ${f.serverSystemCpuUsPerRequest} |`;
+      }).join('\n');
+    const ratioRow = (name, pass) => {
+      const f = figures[name][pass];
+      return `| ${name} | ${cpuCell(f.efficiencyAgainstPeer)} | ${cpuCell(f.efficiencyAgainstLimit)} | ${cpuCell(f.peerAgainstLimit)} | ${f.efficiencyAgainstPeer.rounds.join(', ')} |`;
+    };
+    const passTables = (pass) => `| pair | side | req/s | p50 / p99 ms | server CPU µs/req, median (min–max) | of which kernel |
+|---|---|---:|---:|---:|---:|
+${Object.keys(figures).map((name) => sideRows(name, pass)).join('\n')}
+
+| pair | F efficiency against P | F efficiency against L | P against L | F against P, per round |
+|---|---:|---:|---:|---|
+${Object.keys(figures).map((name) => ratioRow(name, pass)).join('\n')}`;
     if (only) {
-      for (const [name, figure] of Object.entries(figures)) {
-        console.log(`${name}: CPU µs/req ${figure.baselineServerCpuUsPerRequest} / ${figure.candidateServerCpuUsPerRequest} (kernel ${figure.baselineServerSystemCpuUsPerRequest} / ${figure.candidateServerSystemCpuUsPerRequest}), CPU-efficiency ${figure.medianCpuRatio}× (rounds ${figure.cpuRatios.join(', ')}), throughput ${figure.medianRatio}×; at ${figure.sameRate.requestsPerSecond} req/s both: ${figure.sameRate.baselineServerCpuUsPerRequest} / ${figure.sameRate.candidateServerCpuUsPerRequest} µs, ${figure.sameRate.medianCpuRatio}× (rounds ${figure.sameRate.cpuRatios.join(', ')})`);
-      }
-      await Promise.all([fleetplane.stop(), bare.stop(), upstream.stop()]);
+      console.log(`${passTables('full')}\n\nPaced at ${Object.entries(rates).map(([name, rate]) => `${name} ${rate}`).join(', ')} req/s:\n\n${passTables('paced')}`);
+      await Promise.all([fleetplane.stop(), peer.stop(), bare.stop(), upstream.stop()]);
       return;
     }
     const environment = { node: process.version, platform: `${process.platform} ${process.arch}`, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model };
     const result = { date: new Date().toISOString(), environment, settings, figures, goals };
-    const row = (name, what, baseline) =>
-      `| ${what} | ${baseline} | ${figures[name].baselineRequestsPerSecond} | ${figures[name].candidateRequestsPerSecond} | ${figures[name].candidateP50Ms} / ${figures[name].candidateP99Ms} | ${figures[name].medianRatio}× | ${figures[name].baselineServerCpuUsPerRequest} / ${figures[name].candidateServerCpuUsPerRequest} | ${figures[name].baselineServerSystemCpuUsPerRequest} / ${figures[name].candidateServerSystemCpuUsPerRequest} | ${figures[name].medianCpuRatio}× | ${goals[name].goal} | ${goals[name].met ? 'yes' : 'no'} |`;
     const md = `# Envelope routes benchmark
 
-One worker each (Fleetplane: \`workers: 1\`, the primary hands the connections over), ${settings.connections} keep-alive connections, ${settings.durationS} s per run, the same JSON body for both sides of a pair (${BODY_BYTES} bytes for workflow and api), ${settings.rounds} rounds with baseline and candidate alternating; medians of per-round ratios. The goal is on the CPU-efficiency ratio. The load generator (autocannon, in the runner) shares the machine's ${environment.cpus} CPUs. Node ${process.version}.
+Three sides per route, the same JSON body for each (${BODY_BYTES} bytes for workflow and api):
+- **L**, the limit: bare Fastify, no hooks, logger off, doing the route's core work only (bench/envelope.mjs, bare role);
+- **P**, the baseline: the peer a team writes by hand (bench/fixtures/peer-service.mjs): Fastify 5, pino at info, an onRequest Bearer check (key id in a Map, SHA-256 and \`timingSafeEqual\`, a permission check on the method), a TypeBox-validated body, the same work;
+- **F**, Fleetplane, \`workers: 1\` (CPU: the worker's plus the primary's, which hands the connections over).
 
-| candidate | baseline | baseline req/s | candidate req/s | candidate p50 / p99 ms | throughput ratio | server CPU µs/req (baseline / candidate) | of which kernel (baseline / candidate) | CPU-efficiency ratio | goal | met |
-|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|
-${row('workflow', '`POST /workflows/echo` (authorization, validation, engine; `output: "${input}"`)', 'bare Fastify POST echo')}
-${row('api', '`POST /api` → local upstream (authorization, provider lookup, path parameter, undici pool)', 'bare Fastify POST → undici pool → the same upstream')}
-${row('crud', '`POST /crud` `object.read`, `filter: { _id }` (authorization, envelope checks, scoped store read, redaction)', 'bare Fastify POST → the same better-sqlite3 prepared statement, same row')}
+${settings.rounds} rounds, ${settings.durationS} s per run, ${settings.connections} keep-alive connections, the three sides alternating in each round (reversed every other round). ${settings.pin ? `Servers pinned to CPU ${serverCpu}, the load generator and the upstream to CPU 0` : 'Not pinned'}; ${environment.cpus} CPUs, Node ${process.version}. Server CPU per request is the servers' threads' on-CPU time (/proc schedstat, user and kernel) over the run ÷ requests answered; the kernel part comes from /proc stat in 10 ms ticks; an efficiency is the reference's µs per request ÷ Fleetplane's, the median (min–max) of per-round ratios.
 
-Per-round throughput ratios: workflow ${figures.workflow.ratios.join(', ')}; api ${figures.api.ratios.join(', ')}; crud ${figures.crud.ratios.join(', ')}. Per-round CPU-efficiency ratios: workflow ${samples.workflow.cpuRatio.map(round2).join(', ')}; api ${samples.api.cpuRatio.map(round2).join(', ')}; crud ${samples.crud.cpuRatio.map(round2).join(', ')}. The CPU-efficiency ratio is baseline ÷ candidate server CPU time per request (the serving process only, user + system time read from /proc), which other load on the machine moves far less than throughput; the kernel (system) part is mostly socket reads and writes.
+| pair | goal | F efficiency against P (full load) | met |
+|---|---|---:|---|
+${Object.keys(figures).map((name) => `| ${name} | ${goals[name].goal} | ${figures[name].medianCpuRatio}× | ${goals[name].met ? 'yes' : 'no'} |`).join('\n')}
 
+## Full load (autocannon, ${settings.connections} connections)
 
-Both sides at the same rate (${Math.round(settings.sameRateShare * 100)} % of what Fleetplane sustained above), ${settings.rounds} rounds alternating: at full load the faster side also gets larger event-loop batches and finds its client awake more often (fewer wake-ups per answer), so part of the full-load gap could follow from the slower side being slower; at one rate that part is gone and what remains is the work per request. The goals are on the full-load ratio above.
+${passTables('full')}
 
-| pair | rate, req/s (both) | server CPU µs/req (baseline / candidate) | CPU-efficiency ratio at that rate | rounds |
-|---|---:|---:|---:|---|
-${Object.keys(figures).map((name) => `| ${name} | ${figures[name].sameRate.requestsPerSecond} | ${figures[name].sameRate.baselineServerCpuUsPerRequest} / ${figures[name].sameRate.candidateServerCpuUsPerRequest} | ${figures[name].sameRate.medianCpuRatio}× | ${figures[name].sameRate.cpuRatios.join(', ')} |`).join('\n')}
+## One rate, evenly paced
+
+Every side offered ${Math.round(settings.pacedShare * 100)} % of the rate Fleetplane sustained at full load (${Object.entries(rates).map(([name, rate]) => `${name} ${rate} req/s`).join(', ')}), each connection sending one request per interval, the connections' start times spread over the interval (bench/lib/load.mjs \`pacedLoad\`); latency from each request's write to its complete answer.
+
+${passTables('paced')}
 `;
     mkdirSync(path.join(here, 'results'), { recursive: true });
     const mdFile = path.join(here, 'results', 'envelope.md');
@@ -254,7 +282,7 @@ ${Object.keys(figures).map((name) => `| ${name} | ${figures[name].sameRate.reque
     writeFileSync(path.join(here, 'results', 'envelope.json'), `${JSON.stringify(result, null, 2)}\n`);
     writeFileSync(mdFile, md + analysis);
     process.stdout.write(md);
-    await Promise.all([fleetplane.stop(), bare.stop(), upstream.stop()]);
+    await Promise.all([fleetplane.stop(), peer.stop(), bare.stop(), upstream.stop()]);
     process.exitCode = Object.values(goals).every((goal) => goal.met) ? 0 : 1;
   } finally {
     cleanup();

@@ -86,30 +86,31 @@ const httpHabits: FastifyPluginAsync<HttpHabitsOptions> = async (app, { http, se
      * this the envelope routes would answer it 405, which says the wrong thing. While no list names any origin,
      * CORS is off and the routes answer as they would without it.
      */
-    const notAllowed = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => {
-      if (request.method !== 'OPTIONS' || !isPreflight(request.headers)) return done();
-      corsIsOn(request).then((on) => {
+    const notAllowed = (request: FastifyRequest, reply: FastifyReply): undefined | Promise<boolean> => {
+      if (request.method !== 'OPTIONS' || !isPreflight(request.headers)) return undefined;
+      return corsIsOn(request).then((on) => {
         if (on) refuse(reply);
-        else done();
-      }, done);
+        return on;
+      });
     };
 
-    // Callback style: requests without an Origin (nearly all but browsers' cross-origin ones) and globally
-    // listed origins are answered without a promise; others look up their host's organization, from the cache
-    // when it answers without waiting. Every answer varies with Origin, whatever the decision.
-    app.addHook('onRequest', (request, reply, done) => {
+    // A step of the request guard's hook: requests without an Origin (nearly all but browsers' cross-origin
+    // ones) and globally listed origins are decided without a promise; others look up their host's
+    // organization, from the cache when it answers without waiting. Every answer varies with Origin, whatever
+    // the decision.
+    app.addRequestStep((request, reply) => {
       addVary(reply, 'Origin');
       const origin = request.headers.origin;
-      if (origin === undefined) return done();
-      if (global.has(origin)) return allowOrigin(request, reply, origin) ? undefined : done();
-      if (!directory) return notAllowed(request, reply, done);
+      if (origin === undefined) return undefined;
+      if (global.has(origin)) return allowOrigin(request, reply, origin) || undefined;
+      if (!directory) return notAllowed(request, reply);
       const decide = (organization: OrganizationDocument | null) => {
-        if (!organization?.cors?.origins.includes(origin)) return notAllowed(request, reply, done);
-        if (!allowOrigin(request, reply, origin)) done();
+        if (!organization?.cors?.origins.includes(origin)) return notAllowed(request, reply);
+        return allowOrigin(request, reply, origin) || undefined;
       };
       const found = organizationOfRequest(directory, request);
       if (!(found instanceof Promise)) return decide(found);
-      found.then(decide, done);
+      return found.then(async (organization) => (await decide(organization)) === true);
     });
     // Preflights of allowed origins are answered by the hook; any other OPTIONS on a path without its own
     // OPTIONS route is a 404, as it would be without CORS.
@@ -142,4 +143,4 @@ export function skipSmallReplies(route: { onSend?: unknown }, threshold: number)
   hooks[index] = gated;
 }
 
-export default fp(httpHabits, { name: 'fleetplane-http-habits' });
+export default fp(httpHabits, { name: 'fleetplane-http-habits', dependencies: ['fleetplane-request-guard'] });

@@ -38,28 +38,60 @@ function refusedEncoding(request: FastifyRequest): string | undefined {
   return codings.every((coding) => coding === 'identity') ? undefined : codings.join(', ') || header;
 }
 
-// Callback style: every request passes here, and one that passes costs no promise. One hook for what every
-// request needs before anything else, in this order: its id echoed, an envelope route's `no-store` (set before
-// any hook can answer, so every answer of the route has it, refusals and preflights included), the checks.
-const guard: onRequestHookHandler = (request, reply, done) => {
-  echoRequestId(request, reply);
-  if (request.routeOptions.config?.envelope) markEnvelopeAnswer(reply);
-  closeUpgradeOnAnswer(request, reply);
-  const duplicated = duplicatedHeader(request.raw.rawHeaders);
-  if (duplicated !== undefined) return refuseDuplicateHeader(duplicated, reply);
-  const encoding = refusedEncoding(request);
-  if (encoding === undefined) return done();
-  sendError(reply, 415, errorBody('unsupported_encoding', `content-encoding ${encoding.slice(0, 64)} is not accepted: send the body uncompressed`));
-};
+/**
+ * One step of the request guard's hook, after its own checks: `undefined` lets the request go on (at once, no
+ * promise), `true` says the step answered it, a promise says later whether it answered. Plugins that need a
+ * look at every request before routing (CORS, shedding) add a step instead of a hook of their own, so that a
+ * request passes one onRequest hook, not one per plugin.
+ */
+export type RequestStep = (request: FastifyRequest, reply: FastifyReply) => undefined | true | Promise<boolean>;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Adds a step to the request guard's hook, run in the order added, for every request of the app. */
+    addRequestStep(step: RequestStep): void;
+  }
+}
+
+/** Runs `steps` from `from` on; calls `done` once they all let the request go on, never when one answered. */
+function runSteps(steps: readonly RequestStep[], from: number, request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void {
+  for (let index = from; index < steps.length; index += 1) {
+    const outcome = steps[index]!(request, reply);
+    if (outcome === undefined) continue;
+    if (outcome === true) return;
+    outcome
+      .then((answered) => {
+        if (!answered) runSteps(steps, index + 1, request, reply, done);
+      })
+      .catch(done);
+    return;
+  }
+  done();
+}
 
 /**
  * The first hook of every request (registered before any other). Checks on the raw request before any other
  * hook, route or authorization sees it: more than one `Host` or
  * `Authorization` header is refused, a POST body with a `Content-Encoding` other than `identity` is refused
  * (415 `unsupported_encoding`), and upgrade requests answered over HTTP close their socket. The WebSocket
- * upgrade passes here too: `@fastify/websocket` routes it like any request.
+ * upgrade passes here too: `@fastify/websocket` routes it like any request. Then the steps other plugins added.
  */
 const requestGuard: FastifyPluginAsync = async (app) => {
+  const steps: RequestStep[] = [];
+  app.decorate('addRequestStep', (step: RequestStep) => void steps.push(step));
+  // Callback style: every request passes here, and one that passes costs no promise. What every request needs
+  // before anything else, in this order: its id echoed, an envelope route's `no-store` (set before any hook can
+  // answer, so every answer of the route has it, refusals and preflights included), the checks, the steps.
+  const guard: onRequestHookHandler = (request, reply, done) => {
+    echoRequestId(request, reply);
+    if (request.routeOptions.config?.envelope) markEnvelopeAnswer(reply);
+    closeUpgradeOnAnswer(request, reply);
+    const duplicated = duplicatedHeader(request.raw.rawHeaders);
+    if (duplicated !== undefined) return refuseDuplicateHeader(duplicated, reply);
+    const encoding = refusedEncoding(request);
+    if (encoding === undefined) return runSteps(steps, 0, request, reply, done);
+    sendError(reply, 415, errorBody('unsupported_encoding', `content-encoding ${encoding.slice(0, 64)} is not accepted: send the body uncompressed`));
+  };
   app.addHook('onRequest', guard);
 };
 

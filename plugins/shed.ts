@@ -30,14 +30,11 @@ const shed: FastifyPluginAsync = async (app) => {
     sendError(reply, 503, errorBody('unavailable', 'this organization is not served on this node right now; retry later'), { 'retry-after': String(fallback.retryAfterS) });
     return true;
   };
-  // Callback style: while nothing is shed (nearly always) a request passes without a promise. A hook that
-  // answered does not call `done`.
-  app.addHook('onRequest', (request, reply, done) => {
-    if (!server.state.shedding.size || NEVER_SHED.has(request.url.split('?', 1)[0]!)) return done();
-    answerIfShed(request, reply).then((answered) => {
-      if (!answered) done();
-    }, done);
+  // A step of the request guard's hook: while nothing is shed (nearly always) a request passes without a promise.
+  app.addRequestStep((request, reply) => {
+    if (!server.state.shedding.size || NEVER_SHED.has(request.url.split('?', 1)[0]!)) return undefined;
+    return answerIfShed(request, reply);
   });
 };
 
-export default fp(shed, { name: 'fleetplane-shed', dependencies: ['fleetplane-services'] });
+export default fp(shed, { name: 'fleetplane-shed', dependencies: ['fleetplane-services', 'fleetplane-request-guard'] });

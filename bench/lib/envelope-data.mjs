@@ -38,6 +38,7 @@ export async function seedEnvelopeData(dataDir, upstreamPort) {
     dbFile,
     organizationId: organization._id,
     itemId,
+    key,
     json,
     withKey: { ...json, authorization: `Bearer ${key}` },
     bodies: {

@@ -258,3 +258,42 @@ export function steadyLoad({ host = '127.0.0.1', port, path, keepAlive = 8, newC
     },
   };
 }
+
+/** An HTTP/1.1 POST with a JSON body, as raw bytes for the keep-alive client. */
+export function postBuffer(host, port, path, headers, body) {
+  const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+  return Buffer.from(`POST ${path} HTTP/1.1\r\nHost: ${host}:${port}\r\n${lines}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+}
+
+/**
+ * Evenly paced keep-alive load: `connections` connections, each sending one request every
+ * `connections / rate` seconds, their start times spread over one interval, so the server sees one request
+ * every `1 / rate` seconds rather than each second's quota in a burst. A connection whose answer comes late
+ * sends its next request at once. Latency runs from each request's write to its complete answer.
+ */
+export async function pacedLoad({ host = '127.0.0.1', port, request, connections = 32, rate, durationMs = 3_000, timeoutMs = 5_000, expectStatus = 200 }) {
+  const histogram = createHistogram();
+  const intervalMs = (connections * 1000) / rate;
+  let ok = 0;
+  let failed = 0;
+  const started = performance.now();
+  const deadline = started + durationMs;
+  const loop = async (index) => {
+    const connection = new KeepAliveConnection(host, port, request, timeoutMs);
+    let next = started + (index * intervalMs) / connections;
+    while (next < deadline) {
+      const wait = next - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const result = await connection.send();
+      if (result.ok && result.status === expectStatus) {
+        ok++;
+        histogram.record(Math.max(1, Number(result.latencyNs)));
+      } else failed++;
+      next += intervalMs;
+    }
+    connection.close();
+  };
+  await Promise.all(Array.from({ length: connections }, (_, index) => loop(index)));
+  const elapsedS = (performance.now() - started) / 1000;
+  return { requests: ok + failed, ok, failed, requestsPerSecond: Math.round(ok / elapsedS), ...summarizeHistogram(histogram) };
+}

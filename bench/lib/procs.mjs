@@ -1,7 +1,7 @@
 // Starting, talking to and stopping the bench fixtures. Every fixture runs in its own process group
 // (`detached`), so killing the group also takes the workers it forked; `killAll` is safe to call twice.
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MARK } from '../fixtures/protocol.mjs';
 
@@ -174,6 +174,27 @@ export function cpuSplitMs(pid) {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
     return { user: (Number(fields[11]) * 1000) / clockTicks, system: (Number(fields[12]) * 1000) / clockTicks };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * CPU time a process has been running so far, in ms with ns resolution: the sum of its threads' on-CPU time
+ * (/proc/<pid>/task/<tid>/schedstat), user and kernel together. /proc/<pid>/stat counts in clock ticks (10 ms),
+ * too coarse for a run of a second or two. Null when the process is gone.
+ */
+export function cpuPreciseMs(pid) {
+  try {
+    let totalNs = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        totalNs += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ', 1)[0]);
+      } catch {
+        // the thread has just exited
+      }
+    }
+    return totalNs / 1e6;
   } catch {
     return null;
   }
