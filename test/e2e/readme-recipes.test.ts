@@ -98,7 +98,7 @@ t.test('README "A managed fleet" on one host, run as written: the tenant in both
   await parent.stop();
 });
 
-t.test('README "A scale-out on one host", run as written: below minClusterSize, the autoscaler asks the local provider for a second server', { todo: 'the unmanaged scale-out through the local provider comes with the autoscaler change' }, async (t) => {
+t.test('README "A scale-out on one host", run as written: below minClusterSize, the autoscaler asks the local provider for a second server', async (t) => {
   const [startBlock, policyBlock] = blocksOf('### A scale-out on one host, with the built-in `local` provider');
   const { port, substitute } = await portMap([8080, 8090]);
   const cwd = workingDirectory();
