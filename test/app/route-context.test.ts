@@ -14,21 +14,6 @@ const acme = await organization(store, { name: 'acme', hosts: ['acme.test'] });
 const adminKey = await key(store, { organizationId: acme._id, name: 'admin', admin: true });
 const config = loadConfig({ env: {}, object: { dataDir: tempDir() } }).config;
 
-t.test('a stand-in without a capability every server has is a type error', async (t) => {
-  // @ts-expect-error `request` is missing: POST /control and the WebSocket hand envelopes on with it.
-  const missing: RouteContext = {
-    id: 'srv',
-    workerId: 1,
-    config,
-    status: 'ready',
-    state: { shedding: new Set(), isShed: () => false },
-    getHealth: () => ({ ready: true, live: true, status: 'ready' }),
-    metricsText: async () => '',
-    send: async () => undefined,
-  };
-  t.equal(missing.id, 'srv');
-});
-
 /** Routes of an embedding application: what they throw reaches the one error handler. */
 const throwing: FastifyPluginAsync = async (app) => {
   app.get('/test/refused', async () => {
@@ -43,6 +28,21 @@ const throwing: FastifyPluginAsync = async (app) => {
 const withAuthorizer = standInServer(config, { db: store, authorize: new Authorizer(store) });
 const { app } = await buildApp({ server: withAuthorizer, logger: false, extend: throwing });
 t.teardown(() => app.close());
+
+t.test('a stand-in without a capability every server has is a type error', async (t) => {
+  // @ts-expect-error `request` is missing: POST /control and the WebSocket hand envelopes on with it.
+  const missing: RouteContext = {
+    id: 'srv',
+    workerId: 1,
+    config,
+    status: 'ready',
+    state: { shedding: new Set(), isShed: () => false },
+    getHealth: () => ({ ready: true, live: true, status: 'ready' }),
+    metricsText: async () => '',
+    send: async () => undefined,
+  };
+  t.equal(missing.id, 'srv');
+});
 
 t.test('a domain error thrown by a route answers with its status, code and message, not cached', async (t) => {
   const reply = await app.inject({ method: 'GET', url: '/test/refused', headers: { host: 'acme.test' } });
