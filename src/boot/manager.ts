@@ -21,7 +21,8 @@ export async function openAutomationAndManager(
   events: ServerEmitter,
   request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>,
   connection: ManagerConnection,
-): Promise<{ automation: Automation; managed: ManagerServices }> {
+): Promise<{ automation: Automation; managed: ManagerServices; local: LocalProvider }> {
+  const local = openLocalProvider(identity);
   const automation = openAutomation({
     db: data.db,
     log: identity.log,
@@ -29,9 +30,9 @@ export async function openAutomationAndManager(
     request: (envelope, options) => request(envelope, options?.timeoutMs),
     on: (event, listener) => events.on(event, listener),
     authorize: data.authorize,
-    builtinProviders: { local: openLocalProvider(identity) },
+    builtinProviders: { local },
   });
-  return { automation, managed: await openManager(identity, data, automation, connection) };
+  return { automation, managed: await openManager(identity, data, automation, connection), local };
 }
 
 /** The built-in `local` provider (SPEC 13.4) of this process, answered for the platform organization only. */

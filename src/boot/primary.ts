@@ -59,7 +59,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   primary.handleWorkerRpc(FAILURE_REPORT_METHOD, (report) => data.authorize.reportedFailure(report));
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
-  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
+  const { automation, managed, local: localServers } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
   if (managed.fleet) await bindParentKeys(identity, data);
   const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, primary, channels, local);
   events.on('organization.active', ({ organization_id }) => void managed.activation?.organizationActive(organization_id));
@@ -142,6 +142,8 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   });
   // No scaling decision while this server goes down: an action still before its provider request is cancelled.
   if (autoscaler) primary.onShutdown(() => autoscaler.stop());
+  // The servers this primary started on this host with the built-in local provider (its autoscaler's) stop with it.
+  primary.onShutdown(() => localServers.stopAll());
   // Plugins uninstall once the workers are gone, while the store is still open.
   primary.onStopped(() => server.uninstallPlugins());
   primary.onStopped(() => managed.close());

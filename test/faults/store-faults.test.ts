@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { chmodSync, closeSync, existsSync, openSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, openSync, rmSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -18,7 +18,19 @@ import { killOnExit, run, tryRun, undoOnExit } from './cleanup.js';
 // cannot be made (and nothing half-written), reads and probes served, no crash loop, and recovery after.
 
 const NOBODY = 65_534;
-const why = process.getuid?.() !== 0 ? 'needs root: it mounts a small tmpfs and runs the server as an unprivileged user' : undefined;
+/** The first directory above the server's code that an unprivileged user cannot enter (a checkout in a 0700 directory). */
+function closedAncestor(from: string): string | undefined {
+  for (let dir = path.dirname(from); ; dir = path.dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) return dir;
+    if (path.dirname(dir) === dir) return undefined;
+  }
+}
+const closed = closedAncestor(FIXTURE);
+const why = process.getuid?.() !== 0
+  ? 'needs root: it mounts a small tmpfs and runs the server as an unprivileged user'
+  : closed
+    ? `runs the server as an unprivileged user, who cannot enter ${closed} (no execute permission for others)`
+    : undefined;
 if (why) t.plan(0, why);
 
 interface Answer {
