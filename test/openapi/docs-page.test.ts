@@ -30,6 +30,6 @@ t.test('GET /ws is marked a WebSocket: the page offers no "Try it out" for it an
   t.equal(document.paths['/healthz']!.get!['x-websocket'], undefined, 'HTTP operations are not marked');
   const initializer = await (await fetch(`${base}/docs/static/swagger-initializer.js`)).text();
   t.match(initializer, /allowTryItOutFor/, 'the page plugin that withholds "Try it out" is sent');
-  t.match(initializer, /'x-websocket'\]\) === true \? false/, 'for operations marked x-websocket');
+  t.match(initializer, /['"]x-websocket['"]\]\) === true \? false/, 'for operations marked x-websocket');
   t.match(initializer, /DownloadUrl\(system\)/, 'beside the plugin that loads the document');
 });
