@@ -294,7 +294,7 @@ export class Authorizer {
       const key = presentedKey(request.headers.authorization, apikey)!;
       const parsed = parseKey(key);
       if (!parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
-      if (limited && !this.mayStillCheckOut(client, parsed.keyId)) throw refused();
+      if (limited && !(await this.mayStillCheckOut(client, parsed.keyId))) throw refused();
       const organization = await this.organizationOf(host);
       if (!organization) {
         // As long as a known host's refusal takes: the key is hashed either way.
@@ -314,12 +314,15 @@ export class Authorizer {
   /**
    * Whether a key may be checked while its address is over the limit: when this process has its record (or
    * the answer "no such key") cached, or it checked out from this address since the address began failing, or
-   * within the address's allowance of one store read every `windowMs / max` (see `FailureLimiter.takeLookup`).
-   * Anything more would cost store reads at the attacker's pace, which is what the attacker is after.
+   * the store holds a key of that id (by the list of ids `TenantDirectory.keyExists` keeps, read again only when
+   * `keys` change), or within the address's allowance of one store read every `windowMs / max` (see
+   * `FailureLimiter.takeLookup`). Anything more would cost store reads at the attacker's pace, which is what the
+   * attacker is after; an existing key id costs at most one read of its record per cache period.
    */
-  private mayStillCheckOut(client: string, keyId: string): boolean {
+  private async mayStillCheckOut(client: string, keyId: string): Promise<boolean> {
     const cached = this.directory.cachedKey(keyId);
     if (cached !== undefined) return cached !== null;
-    return this.directory.remembersKey(keyId) || this.failures.verified(client, keyId) || this.failures.takeLookup(client);
+    if (this.directory.remembersKey(keyId) || this.failures.verified(client, keyId)) return true;
+    return (await this.directory.keyExists(keyId)) || this.failures.takeLookup(client);
   }
 }

@@ -35,6 +35,9 @@ const PLATFORM_ENTRY = '\0platform';
 export class TenantDirectory {
   private readonly organizations: StoreCache;
   private readonly keys: StoreCache;
+  /** The id of every key in the store, one entry read whole again only after a write to `keys` (see `keyExists`). */
+  private readonly keyIds: StoreCache;
+  private readingKeyIds: Promise<ReadonlySet<string>> | undefined;
 
   private readonly configuredPlatform: string | undefined;
   /**
@@ -52,6 +55,7 @@ export class TenantDirectory {
     // Either kind of change invalidates both: a key's organization may have moved hosts, and vice versa.
     this.organizations = new StoreCache(store, WATCHED, options);
     this.keys = new StoreCache(store, WATCHED, options);
+    this.keyIds = new StoreCache(store, ['keys'], options);
   }
 
   organizationForHost(host: string): Promise<OrganizationDocument | null> {
@@ -95,6 +99,24 @@ export class TenantDirectory {
     return this.keys.has(keyId) || this.knownIds.has(keyId);
   }
 
+  /**
+   * Whether the store holds a key with this id, by the list of every key's id: read whole once, and again only
+   * after a write to `keys` (or the cache's maximum age), however many ids are asked about and however fast;
+   * concurrent askers share one read. While an address is over its failure limit this is what lets a key this
+   * process never read still check out, at a cost a flood of made-up ids cannot raise (SPEC 8.7).
+   */
+  async keyExists(keyId: string): Promise<boolean> {
+    const ids = await this.keyIds.get('ids', () => {
+      this.readingKeyIds ??= this.store
+        .collection<KeyDocument>('keys')
+        .find({}, { projection: { _id: 1 } })
+        .then((records) => new Set(records.map((record) => record._id)))
+        .finally(() => (this.readingKeyIds = undefined));
+      return this.readingKeyIds;
+    });
+    return ids.has(keyId);
+  }
+
   private rememberId(keyId: string): void {
     if (this.knownIds.has(keyId)) return;
     // As many as the cache holds; the oldest is forgotten first.
@@ -111,6 +133,7 @@ export class TenantDirectory {
   close(): void {
     this.organizations.close();
     this.keys.close();
+    this.keyIds.close();
   }
 }
 
