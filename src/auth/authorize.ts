@@ -8,7 +8,7 @@ import { EnvelopeTooDeepError, envelopeCheck, sanitizeEnvelope, type AuthorizedE
 import { AuthorizationError } from './errors.js';
 import { normalizeHost } from './host.js';
 import { parseKey, sameSecret, secretMatches } from './keys.js';
-import { IDENTITY_REFUSALS, UNKNOWN_KEY_HASH, checkKey, deny, keyServes, presentedKey, refused, tooManyFailures } from './refusals.js';
+import { IDENTITY_REFUSALS, UNKNOWN_KEY_HASH, checkKey, deny, keyRefusal, presentedKey, refused, tooManyFailures } from './refusals.js';
 import { isPermitted } from './permissions.js';
 import { tenantViolation } from './authority.js';
 import { FAILURE_LIMIT_DEFAULTS, FailureLimiter, failureReportCheck, type FailureLedger, type FailureLimitSettings } from './failure-limit.js';
@@ -153,24 +153,22 @@ export class Authorizer {
     const organization = host === undefined ? undefined : this.directory.cachedOrganization(host);
     if (!organization) return undefined;
     let known: KnownKey | undefined;
-    if (request.headers.authorization !== undefined || (envelope.apikey !== undefined && envelope.apikey !== null)) {
+    if (presentsKey(request, envelope)) {
       if (this.failures.size > 0) return undefined;
-      const parsed = parseKey(presentedKey(request.headers.authorization, envelope.apikey)!);
+      const presented = presentedOrNothing(request, envelope);
+      // A key that cannot be read is a failure to count and hold: the long way's.
+      if (presented === undefined) return undefined;
+      const parsed = parseKey(presented);
       const record = parsed && this.directory.cachedKey(parsed.keyId);
-      if (!record?.verifiedSecret || !sameSecret(parsed!.secret, record.verifiedSecret) || !keyServes(record, organization._id, host!)) return undefined;
+      if (!record?.verifiedSecret || !sameSecret(parsed!.secret, record.verifiedSecret) || keyRefusal(record, organization._id, host!) !== undefined) return undefined;
       known = record;
     }
-    if (!isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope)) return undefined;
-    let platform = false;
-    if (known) {
-      const platformId = this.directory.cachedPlatformOrganization();
-      if (platformId === undefined) return undefined;
-      platform = platformId === organization._id;
-    }
-    if (!platform && tenantViolation(envelope as Envelope)) return undefined;
+    const platformId = known ? this.directory.cachedPlatformOrganization() : null;
+    if (platformId === undefined) return undefined;
     try {
-      return sanitizeEnvelope(envelope as Envelope, { organization_id: organization._id, host: host!, user: known ? userOf(known, platform) : null, socket: socketIdentity(request.socket) });
+      return verdict(envelope, { organization, known, platformId, host: host!, socket: request.socket });
     } catch {
+      // A refusal is decided the long way, which counts, logs and holds it.
       return undefined;
     }
   }
@@ -247,31 +245,14 @@ export class Authorizer {
     const host = normalizeHost(request.host);
     let organization: OrganizationDocument | null;
     let known: KnownKey | undefined;
-    if (request.headers.authorization !== undefined || (envelope.apikey !== undefined && envelope.apikey !== null)) {
+    if (presentsKey(request, envelope)) {
       ({ organization, known } = await this.authenticate(request, host, envelope.apikey));
     } else {
       organization = await this.organizationOf(host);
       if (!organization) throw refused();
     }
-    const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
-    // Without a key, "not allowed here" must read the same as "no such host".
-    if (!permitted) throw known ? deny('permission_denied', `this key may not call "${envelope.method}"`) : refused();
-    let platform = false;
-    if (known) {
-      const platformId = this.directory.cachedPlatformOrganization() ?? (await this.directory.platformOrganization());
-      platform = platformId === organization._id;
-    }
-    if (!platform) {
-      const violation = tenantViolation(envelope as Envelope);
-      if (violation) throw deny('platform_only', violation);
-    }
-    const user = known ? userOf(known, platform) : null;
-    try {
-      return sanitizeEnvelope(envelope as Envelope, { organization_id: organization._id, host: host!, user, socket: socketIdentity(request.socket) });
-    } catch (error) {
-      if (error instanceof EnvelopeTooDeepError) throw deny('invalid_envelope', 'the envelope is nested too deeply', 400);
-      throw error;
-    }
+    const platformId = known ? (this.directory.cachedPlatformOrganization() ?? (await this.directory.platformOrganization())) : null;
+    return verdict(envelope, { organization, known, platformId, host: host!, socket: request.socket });
   }
 
   /** Cache hits are answered without waiting: most requests come from a few hosts. */
@@ -324,5 +305,55 @@ export class Authorizer {
     if (cached !== undefined) return cached !== null;
     if (this.directory.remembersKey(keyId) || this.failures.verified(client, keyId)) return true;
     return (await this.directory.keyExists(keyId)) || this.failures.takeLookup(client);
+  }
+}
+
+/** The key presented, or `undefined` when none can be read (a malformed header, two different keys). */
+function presentedOrNothing(request: AuthorizationRequest, envelope: Envelope): string | undefined {
+  try {
+    return presentedKey(request.headers.authorization, envelope.apikey);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the request presents a key (a header, or the envelope's `apikey`). */
+function presentsKey(request: AuthorizationRequest, envelope: Envelope): boolean {
+  return request.headers.authorization !== undefined || (envelope.apikey !== undefined && envelope.apikey !== null);
+}
+
+/** What authorization has established before it decides: the host's organization, the key that checked out. */
+interface Facts {
+  organization: OrganizationDocument;
+  /** The key presented, once it checked out for this organization and host (see `checkKey`); none without a key. */
+  known: KnownKey | undefined;
+  /** The platform organization's id (asked only when a key was presented; null when there is none). */
+  platformId: string | null;
+  host: string;
+  socket: AuthorizationRequest['socket'];
+}
+
+/**
+ * The rules that decide an envelope once its facts are known: its method permitted to the key (or to the
+ * organization's defaults without one), platform-only fields kept to the platform organization, its nesting
+ * bounded. Both paths apply these and only these: `Authorizer.cached` with the facts its caches hold, the full
+ * path with those it read. Throws the refusal.
+ */
+function verdict(envelope: Envelope, facts: Facts): AuthorizedEnvelope {
+  const { organization, known } = facts;
+  const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
+  // Without a key, "not allowed here" must read the same as "no such host".
+  if (!permitted) throw known ? deny('permission_denied', `this key may not call "${envelope.method}"`) : refused();
+  const platform = known !== undefined && facts.platformId === organization._id;
+  if (!platform) {
+    const violation = tenantViolation(envelope);
+    if (violation) throw deny('platform_only', violation);
+  }
+  const user = known ? userOf(known, platform) : null;
+  try {
+    return sanitizeEnvelope(envelope, { organization_id: organization._id, host: facts.host, user, socket: socketIdentity(facts.socket) });
+  } catch (error) {
+    if (error instanceof EnvelopeTooDeepError) throw deny('invalid_envelope', 'the envelope is nested too deeply', 400);
+    throw error;
   }
 }

@@ -65,20 +65,20 @@ export function checkKey(secret: string, known: KnownKey | null, organizationId:
   const matches = known?.verifiedSecret !== undefined && sameSecret(secret, known.verifiedSecret) ? true : secretMatches(secret, known?.hash ?? UNKNOWN_KEY_HASH);
   if (!known || !matches) throw refused();
   known.verifiedSecret = secret;
-  if (known.record.organization_id !== organizationId) throw refused();
-  if (known.hosts && !known.hosts.has(host)) throw refused();
-  // Only the key's holder learns these: the secret matched, on one of its own organization's hosts.
-  if (known.record.disabled) throw deny('key_revoked', 'this key has been revoked');
-  if (known.expiresAtMs !== undefined && known.expiresAtMs <= Date.now()) throw deny('key_expired', 'this key has expired');
+  const refusal = keyRefusal(known, organizationId, host);
+  if (refusal) throw refusal;
   return known;
 }
 
-/** Whether a key whose secret matched may be used for this organization on this host, as `checkKey` decides. */
-export function keyServes(known: KnownKey, organizationId: string, host: string): boolean {
-  return (
-    known.record.organization_id === organizationId &&
-    (!known.hosts || known.hosts.has(host)) &&
-    !known.record.disabled &&
-    (known.expiresAtMs === undefined || known.expiresAtMs > Date.now())
-  );
+/**
+ * Why a key whose secret matched may not be used for this organization on this host, or `undefined` when it may:
+ * the one rule `checkKey` and the cached path both apply. Another organization's key and a host outside the
+ * key's list are the uniform refusal; only the key's own holder learns that it was revoked or expired.
+ */
+export function keyRefusal(known: KnownKey, organizationId: string, host: string, nowMs = Date.now()): AuthorizationError | undefined {
+  if (known.record.organization_id !== organizationId) return refused();
+  if (known.hosts && !known.hosts.has(host)) return refused();
+  if (known.record.disabled) return deny('key_revoked', 'this key has been revoked');
+  if (known.expiresAtMs !== undefined && known.expiresAtMs <= nowMs) return deny('key_expired', 'this key has expired');
+  return undefined;
 }

@@ -1,5 +1,6 @@
 import t from 'tap';
 import fc from 'fast-check';
+import { isDeepStrictEqual } from 'node:util';
 import { Authorizer } from '../../src/auth/authorize.js';
 import { AuthorizationError } from '../../src/auth/errors.js';
 import { createKey, generateKey, revokeKey, type CreateKeyInput } from '../../src/auth/keys.js';
@@ -125,4 +126,47 @@ t.test('authorize.request never throws anything but a 400/403 refusal, and never
     t.ok(codes[code], `the ${code} refusal was exercised`);
   }
   t.ok(refused > 100, `refused requests were exercised (${refused})`);
+});
+
+t.test('one set of rules on both paths: what the cached path answers, the full path answers alike; with warm caches the cached path answers every request the full path allows', async (t) => {
+  // No write happens during the runs, so the caches stay valid for the whole test (no revalidation due);
+  // refusals are answered at once (their hold has its own tests).
+  const authorizer = new Authorizer(store, { failureLimit: { max: 0 }, refusalFloorMs: 0, revalidateMs: 600_000, maxAgeMs: 600_000 });
+  const counts = { cachedAnswers: 0, warmAllowed: 0, fullRefusals: 0 };
+  await fc.assert(
+    fc.asyncProperty(host, authorization, envelope, fc.boolean(), async (hostHeader, header, body, warm) => {
+      const request = { host: hostHeader, headers: { authorization: header as string | undefined }, socket: { remoteAddress: '10.0.0.1', remotePort: 5000 } };
+      // Warm: the same request was decided the long way just before, so every record it needs is cached.
+      if (warm) await authorizer.request(request, body).catch(() => undefined);
+      let fast;
+      try {
+        fast = authorizer.cached(request, body);
+      } catch (error) {
+        throw new Error(`the cached path threw (${(error as Error).message}) instead of deferring to the full path`);
+      }
+      let full;
+      try {
+        full = await authorizer.request(request, body);
+      } catch (error) {
+        if (!(error instanceof AuthorizationError)) throw error;
+        counts.fullRefusals += 1;
+        // The full path refused: the cached path must not have authorized it.
+        return fast === undefined;
+      }
+      if (fast !== undefined) {
+        counts.cachedAnswers += 1;
+        if (!isDeepStrictEqual(fast, full)) return false;
+      }
+      if (warm) {
+        counts.warmAllowed += 1;
+        return fast !== undefined;
+      }
+      return true;
+    }),
+    { numRuns: 3_000 },
+  );
+  t.ok(counts.cachedAnswers > 25, `the cached path answered (${counts.cachedAnswers})`);
+  t.ok(counts.warmAllowed > 25, `warm requests the full path allowed were exercised (${counts.warmAllowed})`);
+  t.ok(counts.fullRefusals > 100, `refusals were exercised (${counts.fullRefusals})`);
+  authorizer.close();
 });
