@@ -13,6 +13,10 @@
 // has given back what the boot used.
 //
 // Environment: BENCH_ROUNDS (default 3), BENCH_SECONDS (seconds per autocannon run, default 5).
+//
+// `BENCH_ONLY=rolling` runs only (e), BENCH_ROLLING_RUNS times in a row (default 10) on one server, each run a
+// rolling restart under its own steady load once the fleet is complete again, and writes
+// bench/results/runtime-rolling.{json,md} instead.
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
@@ -159,6 +163,39 @@ function probe(port, urlPath) {
 }
 
 const events = (fixture, since, name) => fixture.lines.slice(since).filter((line) => line.type === 'event' && (!name || line.name === name));
+
+/** (e) One rolling restart (SIGHUP to the primary) of `b` under the steady paced load: failures and capacity. */
+async function rollingRestart(b) {
+  const load = steadyLoad({ port: b.info.port, path: '/healthz', ...STEADY });
+  await sleep(STEADY.leadMs);
+  const since = b.lines.length;
+  const signalledAt = wallNow();
+  b.signal('SIGHUP');
+  const complete = await b.waitFor((line) => line.type === 'event' && line.name === 'restart:complete', 60_000, since);
+  await sleep(STEADY.tailMs);
+  const result = await load.stop();
+  const list = events(b, since);
+  // Windows where fewer than 2 workers took new connections (between fleet:degraded and fleet:recovered).
+  const reduced = [];
+  let openAt;
+  for (const line of list) {
+    if (line.name === 'fleet:degraded' && openAt === undefined) openAt = line.t;
+    if (line.name === 'fleet:recovered' && openAt !== undefined) {
+      reduced.push({ fromMs: round2(openAt - signalledAt), toMs: round2(line.t - signalledAt), ms: round2(line.t - openAt) });
+      openAt = undefined;
+    }
+  }
+  return {
+    what: 'SIGHUP to the primary (rolling restart of 2 workers) under the same steady load',
+    durationMs: complete.payload.durationMs,
+    signalToCompleteMs: round2(complete.t - signalledAt),
+    reducedCapacity: { windows: reduced, totalMs: round2(reduced.reduce((sum, window) => sum + window.ms, 0)) },
+    load: summarizeLoad(result, signalledAt),
+    goal: { metric: 'failed requests', max: GOALS.rollingRestartFailures },
+    met: result.failed <= GOALS.rollingRestartFailures,
+    events: list.map((line) => ({ ms: round2(line.t - signalledAt), name: line.name, workerId: line.payload.workerId ?? null, reason: line.payload.reason ?? null })),
+  };
+}
 
 // ---------------------------------------------------------------------------------------------------------
 
@@ -374,38 +411,8 @@ async function main() {
 
   // ---- (e) rolling restart (SIGHUP) under steady load ------------------------------------------------------
   log('(e) rolling restart (SIGHUP) under steady load');
-  {
-    await sleep(500);
-    const load = steadyLoad({ port: b.info.port, path: '/healthz', ...STEADY });
-    await sleep(STEADY.leadMs);
-    const since = b.lines.length;
-    const signalledAt = wallNow();
-    b.signal('SIGHUP');
-    const complete = await b.waitFor((line) => line.type === 'event' && line.name === 'restart:complete', 60_000, since);
-    await sleep(STEADY.tailMs);
-    const result = await load.stop();
-    const list = events(b, since);
-    // Windows where fewer than 2 workers took new connections (between fleet:degraded and fleet:recovered).
-    const reduced = [];
-    let openAt;
-    for (const line of list) {
-      if (line.name === 'fleet:degraded' && openAt === undefined) openAt = line.t;
-      if (line.name === 'fleet:recovered' && openAt !== undefined) {
-        reduced.push({ fromMs: round2(openAt - signalledAt), toMs: round2(line.t - signalledAt), ms: round2(line.t - openAt) });
-        openAt = undefined;
-      }
-    }
-    report.rollingRestart = {
-      what: 'SIGHUP to the primary (rolling restart of 2 workers) under the same steady load',
-      durationMs: complete.payload.durationMs,
-      signalToCompleteMs: round2(complete.t - signalledAt),
-      reducedCapacity: { windows: reduced, totalMs: round2(reduced.reduce((sum, window) => sum + window.ms, 0)) },
-      load: summarizeLoad(result, signalledAt),
-      goal: { metric: 'failed requests', max: GOALS.rollingRestartFailures },
-      met: result.failed <= GOALS.rollingRestartFailures,
-      events: list.map((line) => ({ ms: round2(line.t - signalledAt), name: line.name, workerId: line.payload.workerId ?? null, reason: line.payload.reason ?? null })),
-    };
-  }
+  await sleep(500);
+  report.rollingRestart = await rollingRestart(b);
 
   log('stopping (b): SIGTERM');
   {
@@ -590,8 +597,72 @@ const watchdog = setTimeout(() => {
 }, 600_000);
 watchdog.unref();
 
+/** (e) alone, `BENCH_ROLLING_RUNS` times in a row: every rolling restart's failed requests. */
+async function rollingOnly() {
+  const runs = Number(process.env.BENCH_ROLLING_RUNS ?? 10);
+  if (!(Number.isInteger(runs) && runs > 0)) throw new Error(`BENCH_ROLLING_RUNS must be a positive integer, not ${process.env.BENCH_ROLLING_RUNS}`);
+  if (!existsSync(path.join(root, 'dist', 'index.js'))) throw new Error('dist/index.js is missing: run `npm run build` first');
+  const started = wallNow();
+  tmpDir = mkdtempSync(path.join(os.tmpdir(), 'fleetplane-bench-'));
+  let commit = null;
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    // not a checkout
+  }
+  const config = { workers: WORKERS, http: { port: 0, host: HOST }, dataDir: path.join(tmpDir, 'b'), log: { level: 'warn' }, fallback: { redirect: REDIRECT } };
+  const b = new Fixture('fleetplane.mjs', { BENCH_FP_CONFIG: JSON.stringify(config) }, { execArgv: ['--max-semi-space-size=2'] });
+  await b.ready();
+  await cannon({ port: b.info.port, path: '/healthz', close: false, seconds: 1 });
+  const results = [];
+  for (let run = 1; run <= runs; run++) {
+    // Each run starts from a complete fleet, as the first does.
+    for (const deadline = Date.now() + 60_000; (await b.command('health')).fleet.active < WORKERS; await sleep(100)) {
+      if (Date.now() > deadline) throw new Error(`run ${run}: the fleet was not complete again within 60 s`);
+    }
+    await sleep(500);
+    const result = await rollingRestart(b);
+    log(`run ${run}/${runs}: ${result.load.ok} answered, ${result.load.failed} failed, restart ${result.durationMs} ms`);
+    results.push(result);
+  }
+  await b.stop(15_000);
+  const failed = results.map((result) => result.load.failed);
+  const report = {
+    benchmark: 'runtime-rolling',
+    date: new Date().toISOString(),
+    machine: { node: process.version, cpus: os.availableParallelism(), loadavgAtEnd: os.loadavg().map(round2) },
+    commit,
+    settings: { workers: WORKERS, runs, steadyLoad: STEADY },
+    goal: { metric: 'failed requests in every run', max: GOALS.rollingRestartFailures },
+    met: failed.every((count) => count <= GOALS.rollingRestartFailures),
+    totals: { answered: results.reduce((sum, result) => sum + result.load.ok, 0), failed: failed.reduce((sum, count) => sum + count, 0) },
+    runs: results.map(({ events: _events, ...result }) => ({ ...result, load: { ...result.load, timeline: undefined } })),
+    durationS: round2((wallNow() - started) / 1000),
+  };
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(path.join(resultsDir, 'runtime-rolling.json'), `${JSON.stringify(report, null, 2)}\n`);
+  const lines = [
+    '# Runtime: rolling restarts in a row',
+    '',
+    `${report.date}, commit ${commit ?? '–'}, ${report.machine.cpus} CPUs, Node ${report.machine.node}, load average ${report.machine.loadavgAtEnd.join(' / ')} at the end.`,
+    `One server with ${WORKERS} workers; ${runs} rolling restarts (SIGHUP) one after the other, each under its own steady load (${STEADY.keepAlive} keep-alive connections + ${STEADY.newConnection} new-connection loops, ${STEADY.ratePerLoop} req/s each) from ${STEADY.leadMs / 1000} s before the signal to ${STEADY.tailMs / 1000} s after the restart completed.`,
+    '',
+    '| run | answered | failed | restart ms | reduced capacity ms |',
+    '|---:|---:|---:|---:|---:|',
+    ...results.map((result, index) => `| ${index + 1} | ${fmt(result.load.ok)} | ${result.load.failed} | ${fmt(result.durationMs)} | ${fmt(result.reducedCapacity.totalMs)} |`),
+    `| all | ${fmt(report.totals.answered)} | ${report.totals.failed} | | |`,
+    '',
+    `Goal: 0 failed requests in every run — ${yes(report.met)}.`,
+    '',
+  ];
+  writeFileSync(path.join(resultsDir, 'runtime-rolling.md'), lines.join('\n'));
+  log(`done in ${report.durationS} s: bench/results/runtime-rolling.json, bench/results/runtime-rolling.md`);
+}
+
 try {
-  await main();
+  if (process.env.BENCH_ONLY === 'rolling') await rollingOnly();
+  else if (process.env.BENCH_ONLY !== undefined) throw new Error(`BENCH_ONLY takes "rolling", not ${JSON.stringify(process.env.BENCH_ONLY)}`);
+  else await main();
 } catch (error) {
   log(`failed: ${error?.stack ?? error}`);
   process.exitCode = 1;
