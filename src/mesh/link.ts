@@ -54,6 +54,8 @@ export class PeerLink {
   private strikes: number[] = [];
   private readonly heartbeat: NodeJS.Timeout;
   private pongTimer: NodeJS.Timeout | undefined;
+  /** Why this side dropped the socket without a close handshake (the close event then has no reason). */
+  private dropReason: string | undefined;
   private closed = false;
   private greeted = false;
   private corked = false;
@@ -164,6 +166,7 @@ export class PeerLink {
       setImmediate(() => {
         if (!this.pongTimer || this.closed) return;
         this.options.log.warn({ peer: this.peer, timeoutMs: this.options.pongTimeoutMs }, 'mesh peer did not answer a ping: dropping the link');
+        this.dropReason = `no pong within ${this.options.pongTimeoutMs} ms`;
         this.ws.terminate();
       });
     }, this.options.pongTimeoutMs);
@@ -259,6 +262,6 @@ export class PeerLink {
       this.pending.delete(id);
       waiting.resolve(undefined);
     }
-    this.handler.onClose(this, code, reason);
+    this.handler.onClose(this, code, reason || this.dropReason || '');
   }
 }

@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import t, { type Test } from 'tap';
-import { ServerProcess, cleanEnv, type ServerEvent } from '../helpers/server-process.js';
-import { MESH_FIXTURE, meshConfig, meshIds, waitForPeers } from '../mesh/helpers.js';
-import { killOnExit, run, tryRun, undoOnExit } from './cleanup.js';
+import type { ServerEvent, ServerProcess } from '../helpers/server-process.js';
+import { meshConfig, meshIds, waitForPeers } from '../mesh/helpers.js';
+import { run, tryRun, undoOnExit } from './cleanup.js';
+import { HTTP_PORT, MESH_PORT, address, bridgePort, buildNetwork, hub, load as loadOn, names, ns, skipReason, startClient, startInNamespace, urlOf, type Answer, type Client, type Name } from './netns.js';
 
 // Three servers, each in its own network namespace, joined by a bridge in a fourth (the hub); the client runs
 // in a fifth. They share one embedded store file, as the "three servers on one host" recipe does. Faults: one
@@ -16,110 +15,23 @@ const SCHEDULE = { baseMs: 200, maxDelayMs: 1_500, jitterMinMs: 50, jitterMaxMs:
 /** The dialer's WebSocket handshake timeout: a dial started while its SYNs were dropped ends within it. */
 const DIAL_TIMEOUT_MS = 10_000;
 const RECONNECT_BOUND_MS = DIAL_TIMEOUT_MS + SCHEDULE.maxDelayMs + SCHEDULE.jitterMaxMs;
-const HTTP_PORT = 8080;
-const MESH_PORT = 8090;
 
-const tag = String(process.pid);
-const hub = `fph${tag}`;
-const names = ['a', 'b', 'c'] as const;
-type Name = (typeof names)[number];
-const ns = (name: Name | 'x') => `fp${name}${tag}`;
-const address = (name: Name | 'x') => `10.201.0.${{ a: 1, b: 2, c: 3, x: 9 }[name]}`;
-const bridgePort = (name: Name | 'x') => `v${name}${tag}h`;
-const urlOf = (name: Name) => `http://${address(name)}:${HTTP_PORT}`;
-
-const why = process.getuid?.() !== 0 ? 'needs root: it creates network namespaces, veth pairs and a bridge' : !tryRun('ip', ['-V']) ? 'needs the ip command (iproute2)' : undefined;
+const why = skipReason;
 if (why) t.plan(0, why);
-
-interface Answer {
-  to: Name;
-  startedAt: number;
-  endedAt: number;
-  status: number;
-  location?: string;
-  error?: string;
-}
 
 const servers = new Map<Name, ServerProcess>();
 const ids = new Map<Name, string>();
 const answers: Answer[] = [];
-let client: { send(to: Name, path: string): Promise<Answer>; stop(): void };
+let client: Client;
 
-/** A client in its own namespace: one request per line on stdin, one answer per line on stdout. */
-function startClient() {
-  const script = `
-    const http = require('node:http');
-    require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
-      const { id, url } = JSON.parse(line);
-      const reply = (fields) => process.stdout.write(JSON.stringify({ id, ...fields }) + '\\n');
-      const request = http.get(url, { agent: false, timeout: 5000 }, (response) => {
-        response.resume();
-        response.on('end', () => reply({ status: response.statusCode, location: response.headers.location }));
-      });
-      request.on('timeout', () => request.destroy(new Error('no answer within 5 s')));
-      request.on('error', (error) => reply({ status: 0, error: error.message }));
-    });`;
-  const child = spawn('ip', ['netns', 'exec', ns('x'), process.execPath, '-e', script], { detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
-  killOnExit(child.pid);
-  const waiting = new Map<number, (fields: { status: number; location?: string; error?: string }) => void>();
-  createInterface({ input: child.stdout! }).on('line', (line) => {
-    const { id, ...fields } = JSON.parse(line) as { id: number; status: number };
-    waiting.get(id)?.(fields);
-    waiting.delete(id);
-  });
-  let next = 1;
-  return {
-    send(to: Name, path: string): Promise<Answer> {
-      const id = next++;
-      const startedAt = Date.now();
-      return new Promise((resolve) => {
-        waiting.set(id, (fields) => {
-          const answer = { to, startedAt, endedAt: Date.now(), ...fields };
-          answers.push(answer);
-          resolve(answer);
-        });
-        child.stdin!.write(`${JSON.stringify({ id, url: `${urlOf(to)}${path}` })}\n`);
-      });
-    },
-    stop: () => child.kill('SIGKILL'),
-  };
-}
-
-function buildNetwork(): void {
-  undoOnExit(() => {
-    for (const name of [...names, 'x'] as const) tryRun('ip', ['netns', 'del', ns(name)]);
-    tryRun('ip', ['netns', 'del', hub]);
-  });
-  run('ip', ['netns', 'add', hub]);
-  run('ip', ['-n', hub, 'link', 'add', 'br0', 'type', 'bridge']);
-  run('ip', ['-n', hub, 'link', 'set', 'br0', 'up']);
-  for (const name of [...names, 'x'] as const) {
-    run('ip', ['netns', 'add', ns(name)]);
-    run('ip', ['-n', hub, 'link', 'add', bridgePort(name), 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns(name)]);
-    run('ip', ['-n', hub, 'link', 'set', bridgePort(name), 'master', 'br0', 'up']);
-    run('ip', ['-n', ns(name), 'addr', 'add', `${address(name)}/24`, 'dev', 'eth0']);
-    run('ip', ['-n', ns(name), 'link', 'set', 'eth0', 'up']);
-    run('ip', ['-n', ns(name), 'link', 'set', 'lo', 'up']);
-  }
-}
-
-async function startServer(name: Name, id: string, dbPath: string): Promise<ServerProcess> {
+function startServer(name: Name, id: string, dbPath: string): Promise<ServerProcess> {
   const config = meshConfig(id, dbPath, {
     workers: 1,
     http: { port: HTTP_PORT, host: '0.0.0.0' },
     server: { id, cluster: 'mesh-test', publicUrl: urlOf(name) },
     mesh: { host: address(name), port: MESH_PORT, url: `ws://${address(name)}:${MESH_PORT}`, pingIntervalMs: 500, pongTimeoutMs: 1_500, reconnect: SCHEDULE },
   });
-  const child = spawn('ip', ['netns', 'exec', ns(name), process.execPath, MESH_FIXTURE], {
-    detached: true,
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...cleanEnv(), FIXTURE_CONFIG: JSON.stringify(config) },
-  });
-  killOnExit(child.pid);
-  const server = new ServerProcess(child);
-  server.port = (await server.waitFor((event) => event.event === 'started', 60_000)).port as number;
-  await server.readyWorkers(1, 0, 60_000);
-  return server;
+  return startInNamespace(name, config);
 }
 
 const others = (name: Name) => names.filter((other) => other !== name);
@@ -128,21 +40,7 @@ const fullMesh = (timeoutMs: number) => Promise.all(names.map((name) => waitForP
 const server = (name: Name) => servers.get(name)!;
 const nameOf = (id: unknown) => names.find((name) => ids.get(name) === id);
 
-/** GET /whoami on every server every 100 ms until stopped; resolves once every answer is in. */
-function load(): () => Promise<void> {
-  const pending = new Set<Promise<Answer>>();
-  const timer = setInterval(() => {
-    for (const name of names) {
-      const sent = client.send(name, '/whoami');
-      pending.add(sent);
-      void sent.then(() => pending.delete(sent));
-    }
-  }, 100);
-  return async () => {
-    clearInterval(timer);
-    await Promise.all([...pending]);
-  };
-}
+const load = () => loadOn(client);
 
 /** The mesh events of `name` since `from` about `peer`. */
 const meshEvents = (name: Name, kind: string, peer: Name, from: number) => server(name).events.slice(from).filter((event) => event.event === `mesh:${kind}` && event.peer === ids.get(peer));
@@ -164,7 +62,7 @@ function checkBackoff(t: Test, marks: Map<Name, number>, pairs: Array<[Name, Nam
 if (!why) {
   t.before(async () => {
     buildNetwork();
-    client = startClient();
+    client = startClient(answers);
     const { dbPath, ids: list } = meshIds('na', 'nb', 'nc');
     names.forEach((name, index) => ids.set(name, list[index]!));
     // The first server creates the store's schema; the others open it after.
