@@ -9,6 +9,8 @@ export const ABUSE_LIMIT = 10;
 export const ABUSE_WINDOW_MS = 10_000;
 /** How long a closing link waits for the peer's close frame before it drops the socket. */
 const CLOSE_GRACE_MS = 2_000;
+/** How long a healthy peer may take to answer a ping before it is no longer sent clients (see `Link.answering`). */
+const SUSPECT_AFTER_MS = 1_000;
 
 /** The link's TCP (or TLS) socket, for batching writes. */
 export interface Corkable {
@@ -54,6 +56,8 @@ export class PeerLink {
   private strikes: number[] = [];
   private readonly heartbeat: NodeJS.Timeout;
   private pongTimer: NodeJS.Timeout | undefined;
+  /** When the ping now waiting for its pong was sent. */
+  private pingSentAt: number | undefined;
   /** Why this side dropped the socket without a close handshake (the close event then has no reason). */
   private dropReason: string | undefined;
   private closed = false;
@@ -171,6 +175,7 @@ export class PeerLink {
       });
     }, this.options.pongTimeoutMs);
     this.pongTimer.unref();
+    this.pingSentAt = Date.now();
     try {
       this.ws.ping();
     } catch {
@@ -209,6 +214,16 @@ export class PeerLink {
   private alive(): void {
     if (this.pongTimer) clearTimeout(this.pongTimer);
     this.pongTimer = undefined;
+    this.pingSentAt = undefined;
+  }
+
+  /**
+   * Whether the peer answers its pings: no ping has waited for its pong longer than a healthy peer takes (1 s,
+   * or half the pong timeout when that is shorter). A link that stops answering keeps carrying envelopes until
+   * the pong timeout drops it, but clients are no longer sent to its peer (see `Mesh.peerUrl`).
+   */
+  get answering(): boolean {
+    return this.pingSentAt === undefined || Date.now() - this.pingSentAt < Math.min(SUSPECT_AFTER_MS, this.options.pongTimeoutMs / 2);
   }
 
   private receive(data: Buffer, isBinary: boolean): void {

@@ -188,9 +188,13 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
       .sort((a, b) => (a.server < b.server ? -1 : 1));
   }
 
-  /** SPEC 1.3: the public URL of a running peer for the 307 fallback, rotating over the linked ones. */
+  /**
+   * SPEC 1.3: the public URL of a running peer for the 307 fallback, rotating over the linked ones that answer
+   * their pings: a peer cut off is not offered from its first ping left unanswered, before the pong timeout drops
+   * its link.
+   */
   peerUrl(): string | undefined {
-    const urls = [...this.links.values()].filter((link) => link.ready && link.publicUrl).map((link) => link.publicUrl!);
+    const urls = [...this.links.values()].filter((link) => link.ready && link.publicUrl && link.answering).map((link) => link.publicUrl!);
     if (urls.length === 0) return undefined;
     return urls[this.nextFallback++ % urls.length];
   }

@@ -138,3 +138,23 @@ t.test('a peer that stops answering pings is dropped, and the dialer retries', a
   t.ok(dialer.logs.some((line) => line.msg === 'mesh peer did not answer a ping: dropping the link'));
   await until(() => count(dialer, 'reconnect', mark).length >= 1, 'a retry');
 });
+
+t.test('a peer whose ping waits unanswered is no fallback target, though its link stays until the pong timeout', async (t) => {
+  // A pong timeout far longer than the test: the link is not dropped here, only found not answering.
+  const dialer = await inProcessMesh('m-b', { ...FAST, pingIntervalMs: 100, pongTimeoutMs: scaled(120_000) });
+  const acceptor = await inProcessMesh('m-a', { ...FAST, pingIntervalMs: 60_000 });
+  t.teardown(() => [dialer, acceptor].forEach((mesh) => mesh.mesh.close(1000)));
+  point(dialer, acceptor);
+  dialer.mesh.join();
+  await waitLinked(dialer, 'm-a');
+  await until(() => dialer.mesh.peerUrl() === 'http://m-a.example.test', 'the peer offered while it answers');
+  const mark = dialer.events.length;
+  // Freeze the acceptor's side of the socket: it reads nothing, so it answers no ping.
+  const socket = (acceptor.mesh as unknown as { links: Map<string, { ws: { _socket: { pause(): void; resume(): void } } }> }).links.get('m-b')!.ws._socket;
+  socket.pause();
+  await until(() => dialer.mesh.peerUrl() === undefined, 'the peer withdrawn from the fallback', scaled(10_000));
+  t.match(await dialer.mesh.peers(), [{ server: 'm-a' }], 'the link itself is still up');
+  t.equal(count(dialer, 'link:close', mark).length, 0, 'and was not dropped');
+  socket.resume();
+  await until(() => dialer.mesh.peerUrl() === 'http://m-a.example.test', 'offered again once it answers', scaled(10_000));
+});
