@@ -14,6 +14,8 @@ export interface Series<F extends string> {
  */
 export class History<F extends string> {
   private readonly subjects = new Map<string, Series<F>>();
+  /** When subjects that stopped reporting were last looked for (see `record`). */
+  private prunedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly figures: readonly F[],
@@ -29,6 +31,17 @@ export class History<F extends string> {
     series.at.push(at);
     for (const figure of this.figures) series.values[figure].push(sample[figure]);
     this.trim(series, at);
+    // A subject that stopped reporting (a worker replaced by a restart) is dropped here too, whether or not
+    // anyone reads the history: looked for once every tenth of the window.
+    if (at - this.prunedAt >= this.windowMs / 10) {
+      this.prunedAt = at;
+      for (const [name, other] of this.subjects) if (other.at.length === 0 || other.at[other.at.length - 1]! < at - this.windowMs) this.subjects.delete(name);
+    }
+  }
+
+  /** How many subjects have samples kept. */
+  get size(): number {
+    return this.subjects.size;
   }
 
   /** Each subject's samples taken after `since` (all of the window by default), oldest first. */

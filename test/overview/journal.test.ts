@@ -64,3 +64,11 @@ t.test('history keeps the last window of samples per subject and answers what ca
   t.same(history.since(1_400)['41'], { at: [600, 1_400], values: { rss: [2, 3], lag: [20, 30] } }, 'samples older than the window are dropped');
   t.same(Object.keys(history.since(1_750)), ['41'], 'a subject whose newest sample left the window is dropped');
 });
+
+t.test('a subject that stopped reporting is dropped as others report, with nobody reading the history', async (t) => {
+  const history = new History(['rss'] as const, 1_000);
+  // Workers replaced one after the other: each pid reports for a while, then never again.
+  for (let pid = 1; pid <= 50; pid++) for (let at = pid * 500; at < pid * 500 + 500; at += 50) history.record(String(pid), at, { rss: pid });
+  t.ok(history.size <= 4, `only the subjects of the last window and a tenth are kept (${history.size} of 50)`);
+  t.same(Object.keys(history.since(25_500)).sort(), ['49', '50'], 'the ones still inside the window');
+});
