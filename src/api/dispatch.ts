@@ -52,6 +52,9 @@ function parseReply(status: number, contentType: string | string[] | undefined, 
   }
 }
 
+/** The failure of a call that did not finish within the time it was given (which it carries). */
+const timedOut = (name: string, limits: DispatchLimits) => new ApiError('upstream_timeout', `provider "${name}" did not answer within ${limits.timeoutMs} ms`, 504, undefined, limits.timeoutMs);
+
 async function call(pool: Dispatcher, name: string, request: UpstreamRequest, headers: Record<string, string>, limits: DispatchLimits, state: { abandoned: boolean }): Promise<ApiReply> {
   const tooLarge = () => new ApiError('upstream_too_large', `provider "${name}" answered more than ${limits.maxResponseBytes} bytes`, 502);
   let response: Dispatcher.ResponseData;
@@ -59,7 +62,7 @@ async function call(pool: Dispatcher, name: string, request: UpstreamRequest, he
     // undici's own timeouts bound a call this side has stopped waiting for, and free its connection.
     response = await pool.request({ method: request.method.toUpperCase() as Dispatcher.HttpMethod, path: request.path, headers, body: request.body, headersTimeout: limits.timeoutMs, bodyTimeout: limits.timeoutMs });
   } catch (error) {
-    if (TIMEOUT_CODES.has((error as { code?: string })?.code ?? '')) throw new ApiError('upstream_timeout', `provider "${name}" did not answer within ${limits.timeoutMs} ms`, 504);
+    if (TIMEOUT_CODES.has((error as { code?: string })?.code ?? '')) throw timedOut(name, limits);
     throw new ApiError('upstream_unreachable', `provider "${name}" could not be reached`, 502);
   }
   const { statusCode, body } = response;
@@ -82,7 +85,7 @@ async function call(pool: Dispatcher, name: string, request: UpstreamRequest, he
     return parseReply(statusCode, response.headers['content-type'], text, name);
   } catch (error) {
     if (error instanceof ApiError) throw error;
-    if (TIMEOUT_CODES.has((error as { code?: string })?.code ?? '')) throw new ApiError('upstream_timeout', `provider "${name}" did not answer within ${limits.timeoutMs} ms`, 504);
+    if (TIMEOUT_CODES.has((error as { code?: string })?.code ?? '')) throw timedOut(name, limits);
     throw new ApiError('upstream_unreachable', `provider "${name}" broke off its reply`, 502, statusCode);
   }
 }
@@ -100,7 +103,7 @@ export async function dispatch(pool: Dispatcher, name: string, request: Upstream
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
   const stopped = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new ApiError('upstream_timeout', `provider "${name}" did not answer within ${limits.timeoutMs} ms`, 504)), limits.timeoutMs);
+    timer = setTimeout(() => reject(timedOut(name, limits)), limits.timeoutMs);
     timer.unref();
     if (signal) {
       onAbort = () => reject(signal.reason);

@@ -14,6 +14,8 @@ export class ApiError extends FleetplaneError {
     statusCode: 400 | 404 | 422 | 502 | 503 | 504,
     /** The status the upstream answered, when it answered at all. */
     readonly upstreamStatus?: number,
+    /** For a call that timed out: the time it was given. */
+    readonly timeoutMs?: number,
   ) {
     // An upstream's failure is the caller's to know: its 5xx answers say what failed too.
     super(code, message, statusCode, { expose: true });

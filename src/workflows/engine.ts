@@ -32,6 +32,8 @@ interface RunContext {
   active: string[];
   /** The running workflow was registered in code (see `CompiledWorkflow.trusted`). */
   trusted: boolean;
+  /** The run's timeout, naming the steps running now. */
+  timedOut: () => WorkflowError;
 }
 
 const remaining = (context: RunContext) => Math.max(1, context.deadline - Date.now());
@@ -56,7 +58,15 @@ async function runStep(deps: EngineDeps, step: CompiledStep, scope: Scope, conte
   if (step.kind === 'api') {
     const envelope = { organization_id: context.organizationId, api: step.api, endpoint: step.endpoint, method: step.method, data: step.data?.(scope) };
     // The call's own timeout ends at the run's deadline at the latest, so nothing outlives the run for long.
-    const reply = await deps.api.send(envelope, { timeoutMs: remaining(context) });
+    const budget = remaining(context);
+    let reply;
+    try {
+      reply = await deps.api.send(envelope, { timeoutMs: budget });
+    } catch (error) {
+      // Given what was left of the run, the call's timeout is the run's: its timer may simply fire first.
+      if (error instanceof ApiError && error.code === 'upstream_timeout' && error.timeoutMs === budget) throw context.timedOut();
+      throw error;
+    }
     if (reply.status >= 400) throw new WorkflowError('step_failed', `provider "${step.api}" answered ${reply.status}`, 502);
     return reply.data;
   }
@@ -92,6 +102,8 @@ async function execute(deps: EngineDeps, workflow: CompiledWorkflow, input: unkn
     try {
       last = await runStep(deps, step, scope, context);
     } catch (error) {
+      // The run's timeout names its steps itself.
+      if (error instanceof WorkflowError && error.code === 'workflow_timeout') throw error;
       throw atStep(error, step);
     } finally {
       context.active.pop();
@@ -115,15 +127,18 @@ async function execute(deps: EngineDeps, workflow: CompiledWorkflow, input: unkn
 export async function runWorkflow(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, organizationId: string): Promise<unknown> {
   const active: string[] = [];
   const expired = { value: false };
-  const context: RunContext = { organizationId, depth: 1, budget: { steps: MAX_STEPS_PER_RUN }, expired, deadline: Date.now() + workflow.timeoutMs, active, trusted: workflow.trusted === true };
+  const timedOut = () => {
+    const at = active.map((name) => `step "${name}"`).join(' → ');
+    return new WorkflowError('workflow_timeout', `${at ? `${at}: ` : ''}workflow "${workflow.name}" did not finish within ${workflow.timeoutMs} ms`, 504, active[0]);
+  };
+  const context: RunContext = { organizationId, depth: 1, budget: { steps: MAX_STEPS_PER_RUN }, expired, deadline: Date.now() + workflow.timeoutMs, active, trusted: workflow.trusted === true, timedOut };
   // Only an output template: nothing can wait, so no deadline is needed.
   if (workflow.steps.length === 0) return execute(deps, workflow, input, context);
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => {
       expired.value = true;
-      const at = active.map((name) => `step "${name}"`).join(' → ');
-      reject(new WorkflowError('workflow_timeout', `${at ? `${at}: ` : ''}workflow "${workflow.name}" did not finish within ${workflow.timeoutMs} ms`, 504, active[0]));
+      reject(timedOut());
     }, workflow.timeoutMs);
     timer.unref();
   });
