@@ -12,7 +12,8 @@
 // envelope to every process of every server through /fixture/request).
 //
 // Usage: npm run build && node bench/soak.mjs      Environment: BENCH_SOAK_S (default 900), BENCH_SOAK_ROLL_S
-// (default 180). Writes bench/results/soak.{json,md}.
+// (default 180), BENCH_SOAK_WARMUP_S (default 600: the primaries' settled fit starts after it). Writes
+// bench/results/soak.{json,md}.
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -28,6 +29,9 @@ const DURATION_S = Number(process.env.BENCH_SOAK_S ?? 900);
 const ROLL_S = Number(process.env.BENCH_SOAK_ROLL_S ?? 180);
 const SAMPLE_MS = 10_000;
 const SETTLE_MS = 30_000;
+// The primaries keep the dashboard's history (the last 10 minutes of samples per worker): their memory grows
+// while that window fills. Their settled fit starts after it.
+const WARMUP_S = Number(process.env.BENCH_SOAK_WARMUP_S ?? 600);
 const log = (message) => console.error(`[soak] ${message}`);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -198,16 +202,26 @@ const childrenOf = (pid) => {
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
 const fds = (pid) => readdirSync(`/proc/${pid}/fd`).length;
 const samples = [];
+/** Each process's V8 heap in use (MiB) by worker number (0: the primary), from the server's /metrics. */
+async function heapsOf(server) {
+  const answer = await call({ port: server.port, path: '/metrics', headers: { authorization: `Bearer ${key}` } });
+  const heaps = new Map();
+  if (answer.status !== 200) return heaps;
+  for (const match of answer.body.matchAll(/^fleetplane_nodejs_heap_size_used_bytes\{[^}]*worker="(\d+)"[^}]*\} ([\d.e+]+)$/gm)) heaps.set(Number(match[1]), Number(match[2]) / 1_048_576);
+  return heaps;
+}
 async function sample() {
   const at = Date.now();
   for (const server of servers) {
-    const processes = [{ name: `${server.id}/primary`, pid: server.child.pid }];
+    const heaps = await heapsOf(server).catch(() => new Map());
+    const processes = [{ name: `${server.id}/primary`, pid: server.child.pid, slot: 0 }];
     const workers = server.events.filter((event) => event.event === 'worker:ready');
     const slotOf = new Map(workers.map((event) => [event.pid, event.workerId]));
-    for (const pid of childrenOf(server.child.pid)) if (slotOf.has(pid)) processes.push({ name: `${server.id}/worker ${slotOf.get(pid)}`, pid });
-    for (const { name, pid } of processes) {
+    for (const pid of childrenOf(server.child.pid)) if (slotOf.has(pid)) processes.push({ name: `${server.id}/worker ${slotOf.get(pid)}`, pid, slot: slotOf.get(pid) });
+    for (const { name, pid, slot } of processes) {
       try {
-        samples.push({ at, process: name, pid, rssMiB: Number(rssMiB(pid).toFixed(2)), fds: fds(pid) });
+        const heap = heaps.get(slot);
+        samples.push({ at, process: name, pid, rssMiB: Number(rssMiB(pid).toFixed(2)), heapMiB: heap === undefined ? null : Number(heap.toFixed(2)), fds: fds(pid) });
       } catch {
         // the process left between the listing and the read
       }
@@ -250,10 +264,14 @@ const lastSettledRestart = (name) => {
 const processes = [...new Set(samples.map((entry) => entry.process))].sort();
 const fits = processes.map((name) => {
   const own = samples.filter((entry) => entry.process === name);
-  const from = name.endsWith('/primary') ? started + SETTLE_MS : lastSettledRestart(name) + SETTLE_MS;
+  const primary = name.endsWith('/primary');
+  const from = primary ? started + WARMUP_S * 1_000 : lastSettledRestart(name) + SETTLE_MS;
   const settled = own.filter((entry) => entry.at >= from);
   const rss = fit(settled.map((entry) => [entry.at, entry.rssMiB]));
+  const heap = fit(settled.filter((entry) => entry.heapMiB !== null).map((entry) => [entry.at, entry.heapMiB]));
   const fd = fit(settled.map((entry) => [entry.at, entry.fds]));
+  // For a primary, the whole run after its start too: what the warm-up adds.
+  const whole = primary ? fit(own.filter((entry) => entry.at >= started + SETTLE_MS).map((entry) => [entry.at, entry.rssMiB])) : undefined;
   // Each worker's heartbeats (every few seconds) carry its event-loop lag.
   const [serverId, slot] = [name.split('/')[0], Number(name.split(' ')[1])];
   const heartbeats = servers.find((each) => each.id === serverId).events.filter((event) => event.event === 'worker:health' && event.workerId === slot);
@@ -264,6 +282,11 @@ const fits = processes.map((name) => {
     fittedSamples: settled.length,
     rssMiBPerHour: rss && Number((rss.slope * perHour).toFixed(2)),
     rssStderrMiBPerHour: rss && Number((rss.stderr * perHour).toFixed(2)),
+    heapMiBPerHour: heap && Number((heap.slope * perHour).toFixed(2)),
+    heapStderrMiBPerHour: heap && Number((heap.stderr * perHour).toFixed(2)),
+    wholeRunRssMiBPerHour: whole && Number((whole.slope * perHour).toFixed(2)),
+    wholeRunRssStderrMiBPerHour: whole && Number((whole.stderr * perHour).toFixed(2)),
+    rssFirstLastMiB: settled.length ? [settled[0].rssMiB, settled.at(-1).rssMiB] : null,
     fdsPerHour: fd && Number((fd.slope * perHour).toFixed(2)),
     fdsStderrPerHour: fd && Number((fd.stderr * perHour).toFixed(2)),
     lagP99Ms: lags.length ? Number(lags[Math.min(lags.length - 1, Math.floor(lags.length * 0.99))].toFixed(1)) : null,
@@ -275,6 +298,7 @@ const result = {
   at: new Date().toISOString(),
   durationS: DURATION_S,
   rollEveryS: ROLL_S,
+  warmupS: WARMUP_S,
   host: { cpus: os.cpus().length, node: process.version },
   requests: counts.requests,
   failedOutsideRestarts: counts.failed,
@@ -287,7 +311,11 @@ const result = {
 };
 mkdirSync(path.join(here, 'results'), { recursive: true });
 writeFileSync(path.join(here, 'results', 'soak.json'), `${JSON.stringify(result, null, 2)}\n`);
-const table = fits.map((entry) => `| ${entry.process} | ${entry.fittedSamples}/${entry.samples} | ${entry.rssMiBPerHour ?? '—'} ± ${entry.rssStderrMiBPerHour ?? '—'} | ${entry.fdsPerHour ?? '—'} ± ${entry.fdsStderrPerHour ?? '—'} | ${entry.lagP99Ms ?? '—'} |`);
+const pm = (value, error) => `${value ?? '—'} ± ${error ?? '—'}`;
+const table = fits.map(
+  (entry) =>
+    `| ${entry.process} | ${entry.fittedSamples}/${entry.samples} | ${entry.rssFirstLastMiB?.join(' → ') ?? '—'} | ${pm(entry.rssMiBPerHour, entry.rssStderrMiBPerHour)} | ${pm(entry.heapMiBPerHour, entry.heapStderrMiBPerHour)} | ${pm(entry.fdsPerHour, entry.fdsStderrPerHour)} | ${entry.wholeRunRssMiBPerHour === undefined ? '' : pm(entry.wholeRunRssMiBPerHour, entry.wholeRunRssStderrMiBPerHour)} | ${entry.lagP99Ms ?? '—'} |`,
+);
 writeFileSync(
   path.join(here, 'results', 'soak.md'),
   [
@@ -299,10 +327,10 @@ writeFileSync(
     '|---|---|---|',
     ...Object.entries(result.byKind).map(([name, value]) => `| ${name} | ${value.requests} | ${value.failed} |`),
     '',
-    'Least-squares slope per process over the samples taken 30 s after its last restart settled (± one standard error; a slope within two of it is noise).',
+    `Least-squares slope per process (± one standard error; a slope within two of it is noise): a worker over the samples taken 30 s after its slot's last restart settled, a primary over the samples after the first ${WARMUP_S} s (the dashboard history's window filling); "whole run" is a primary's fit from 30 s after start. V8 heap in use from each server's /metrics.`,
     '',
-    '| process | samples fitted/all | RSS MiB/hour | fds/hour | event-loop lag p99 ms |',
-    '|---|---|---|---|---|',
+    '| process | samples fitted/all | RSS first → last MiB | RSS MiB/hour | V8 heap MiB/hour | fds/hour | RSS MiB/hour, whole run | event-loop lag p99 ms |',
+    '|---|---|---|---|---|---|---|---|',
     ...table,
     '',
   ].join('\n'),
