@@ -7,9 +7,10 @@
 // at least 30 s after that slot's last restart settled. Event-loop lag p99 per slot comes from the workers'
 // heartbeats (`worker:health`).
 //
-// Load, paced: CRUD envelopes (object.create / object.read over POST /crud), GET /whoami on fresh and
-// keep-alive connections, WebSocket churn on /ws (open, authorize, close), IPC and mesh broadcasts (an
-// envelope to every process of every server through /fixture/request).
+// Load, paced: CRUD envelopes (object.create / object.read / object.delete over POST /crud, the collection kept
+// at about 2,000 documents), GET /whoami on fresh and keep-alive connections, WebSocket churn on /ws (open,
+// authorize, close), IPC and mesh broadcasts (an envelope to every process of every server through
+// /fixture/request).
 //
 // Usage: npm run build && node bench/soak.mjs      Environment: BENCH_SOAK_S (default 900), BENCH_SOAK_ROLL_S
 // (default 180), BENCH_SOAK_WARMUP_S (default 600: the primaries' settled fit starts after it). Writes
@@ -28,6 +29,7 @@ const root = path.dirname(here);
 const DURATION_S = Number(process.env.BENCH_SOAK_S ?? 900);
 const ROLL_S = Number(process.env.BENCH_SOAK_ROLL_S ?? 180);
 const SAMPLE_MS = 10_000;
+const KEEP_DOCUMENTS = 2_000;
 const SETTLE_MS = 30_000;
 // The primaries keep the dashboard's history (the last 10 minutes of samples per worker): their memory grows
 // while that window fills. Their settled fit starts after it.
@@ -143,6 +145,14 @@ const loaders = [
     const answer = await call({ port: server.port, method: 'POST', path: '/crud', body: { method: 'object.read', collection: 'soak', filter: { name: `doc-${Math.max(1, sequence - 5)}` } } });
     return [answer.status === 200, answer.status];
   }],
+  // The collection stays about KEEP_DOCUMENTS long: a filtered read scans the embedded store's collection, so a
+  // collection that grows for the whole soak would measure its own growth (at 45,000 documents each read took a
+  // worker 0.2-1 s), not the processes'.
+  [50, async (server) => {
+    if (sequence <= KEEP_DOCUMENTS) return undefined; // nothing to delete yet: no request
+    const answer = await call({ port: server.port, method: 'POST', path: '/crud', body: { method: 'object.delete', collection: 'soak', filter: { name: `doc-${sequence - KEEP_DOCUMENTS}` } } });
+    return [answer.status === 200, answer.status];
+  }],
   [25, async (server) => {
     const answer = await call({ port: server.port, path: '/whoami' });
     return [answer.status === 200, answer.status];
@@ -171,10 +181,10 @@ const timers = loaders.map(([everyMs, run], index) =>
   setInterval(() => {
     const server = servers[(turn++ + index) % servers.length];
     const startedAt = Date.now();
-    void run(server).then(([ok, detail]) => record(`${index}`, ok, detail, startedAt), (error) => record(`${index}`, false, error.message, startedAt));
+    void run(server).then((outcome) => outcome && record(`${index}`, outcome[0], outcome[1], startedAt), (error) => record(`${index}`, false, error.message, startedAt));
   }, everyMs),
 );
-const kindNames = ['crud create', 'crud read', 'whoami (new connection)', 'whoami (keep-alive)', 'websocket churn', 'broadcast envelope (IPC + mesh)'];
+const kindNames = ['crud create', 'crud read', 'crud delete', 'whoami (new connection)', 'whoami (keep-alive)', 'websocket churn', 'broadcast envelope (IPC + mesh)'];
 
 // ---- rolling restarts
 let rollIndex = 0;
