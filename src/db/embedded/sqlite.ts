@@ -16,6 +16,13 @@ const OPEN_BUDGET_MS = 30_000;
 /** How long an operation waits for another process's lock by default (`db.lockTimeoutMs`). */
 export const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 const SCHEMA_VERSION = 1;
+/**
+ * The most the -wal file keeps on disk once a checkpoint has let the log start over. Readers that never all
+ * pause at once (long scans from many processes) keep the log from starting over, and it grows meanwhile
+ * (259 MB in 40 minutes of such load); without a limit SQLite reuses the grown file and never gives the space
+ * back.
+ */
+export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /**
  * One table holds every collection's documents as JSON text (`seq` keeps insertion order for scans).
@@ -115,7 +122,7 @@ export async function withBusyRetry<T>(operation: () => T, budgetMs = DEFAULT_LO
 }
 
 /** Opens (creating when needed) the SQLite file in WAL mode, safe for many processes at once. */
-export async function openDatabase(file: string): Promise<Database.Database> {
+export async function openDatabase(file: string, { walSizeLimitBytes = WAL_SIZE_LIMIT_BYTES } = {}): Promise<Database.Database> {
   let db: Database.Database;
   try {
     mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
@@ -132,6 +139,7 @@ export async function openDatabase(file: string): Promise<Database.Database> {
     await withBusyRetry(() => db.pragma('journal_mode = WAL'), OPEN_BUDGET_MS);
     // NORMAL in WAL mode never corrupts the file; a power loss may drop the last commits, not an app crash.
     db.pragma('synchronous = NORMAL');
+    db.pragma(`journal_size_limit = ${walSizeLimitBytes}`);
     const version = db.pragma('user_version', { simple: true }) as number;
     if (version > SCHEMA_VERSION) throw new StoreError(`${file} was written by a newer version of fleetplane (schema ${version})`, 'schema_too_new');
     await withBusyRetry(() =>
