@@ -16,7 +16,7 @@ import { providerPort, type ApiSend, type WorkflowRunner } from '../manager/prov
 import type { Logger } from '../logging/logger.js';
 import { systemClock } from '../runtime/clock.js';
 import type { ServerEmitter } from '../runtime/events.js';
-import type { PrimaryMetrics } from '../runtime/metrics.js';
+import type { PrimaryMetrics } from '../runtime/primary-metrics.js';
 
 export interface AutoscalerBootDeps {
   config: ResolvedConfig;

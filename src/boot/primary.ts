@@ -8,7 +8,7 @@ import { resolveWorkerCount } from '../config/sizing.js';
 import { createLogger } from '../logging/logger.js';
 import { serverEvents, type ServerEmitter } from '../runtime/events.js';
 import { PrimaryRuntime } from '../runtime/primary.js';
-import { WorkerRuntime } from '../runtime/worker.js';
+import type { WorkerRuntime } from '../runtime/worker.js';
 import { PrimaryHost } from '../runtime/host.js';
 import { resolveServerId } from '../runtime/identity.js';
 import { PrimaryChannels, type WorkerEndpoint } from '../runtime/channels.js';
@@ -53,7 +53,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const managerConnection = await openManagerConnection(resolved, serverId, data, log);
 
   const channels = new PrimaryChannels();
-  const local = decision.count === 0 ? inProcessWorker(identity, events, channels) : undefined;
+  const local = decision.count === 0 ? await inProcessWorker(identity, events, channels) : undefined;
   const primary = new PrimaryRuntime({ config: resolved, manager: managerConnection, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
   const host = new PrimaryHost(primary, local);
   primary.handleWorkerRpc(FAILURE_REPORT_METHOD, (report) => data.authorize.reportedFailure(report));
@@ -203,7 +203,9 @@ function closeHandle(handle: unknown): undefined {
  * Single-process mode: the primary serves the app itself. Its worker runtime talks to the primary's channels
  * through a loopback that keeps the asynchronous, ordered delivery of a real IPC channel.
  */
-function inProcessWorker(identity: ServerIdentity, events: ServerEmitter, channels: PrimaryChannels): WorkerRuntime {
+async function inProcessWorker(identity: ServerIdentity, events: ServerEmitter, channels: PrimaryChannels): Promise<WorkerRuntime> {
+  // Loaded only here: a primary with workers never holds the worker runtime (nor its metrics library).
+  const { WorkerRuntime } = await import('../runtime/worker.js');
   const endpoint: WorkerEndpoint = { workerId: 0, pid: process.pid, connected: true, post: (message) => queueMicrotask(() => runtime.receive(message)) };
   const runtime = new WorkerRuntime(identity.config, 0, identity.log, events, (message) => {
     if (message.fp === 'ch') queueMicrotask(() => channels.receive(endpoint, message));

@@ -5,7 +5,8 @@ import { Fleet, type RestartWorkersOptions, type WorkerRecord } from './fleet/fl
 import { clusterForkPort } from './fleet/cluster-fork.js';
 import { FallbackResponder } from './fallback.js';
 import { Listeners, socketOf, type ConnectionHandle } from './listeners.js';
-import { PrimaryMetrics, aggregateMetrics, type MetricsJson } from './metrics.js';
+import type { MetricsJson } from './metrics.js';
+import { PrimaryMetrics } from './primary-metrics.js';
 import type { RpcChannel } from './rpc.js';
 import type { ServerStatus } from './status.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
@@ -238,10 +239,7 @@ export class PrimaryRuntime {
     const workers = this.fleet?.records.filter((record) => record.readyAt !== undefined && !record.retiring) ?? [];
     const results = await Promise.allSettled(workers.map((record) => record.rpc.call<MetricsJson>('worker.metrics', undefined, 2_000)));
     const local = this.options.local ? [await this.options.local.metricsJson()] : [];
-    return aggregateMetrics(this.metrics.registry, [
-      ...results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])),
-      ...local,
-    ], this.metrics.process);
+    return this.metrics.text([...results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])), ...local]);
   }
 
   /** Every serving worker's `/readyz` answers 503 until `setReady` (traffic is still served). */

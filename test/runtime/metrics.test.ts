@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import t from 'tap';
-import { PrimaryMetrics, aggregateMetrics, createWorkerRegistry } from '../../src/runtime/metrics.js';
+import { createWorkerRegistry } from '../../src/runtime/metrics.js';
+import { PrimaryMetrics } from '../../src/runtime/primary-metrics.js';
 import { HttpMetrics } from '../../src/runtime/http-metrics.js';
 import { scaled } from '../helpers/wait.js';
 
@@ -14,7 +15,7 @@ async function exposition(): Promise<string> {
   const primary = new PrimaryMetrics();
   primary.trackProcess();
   primary.restarts.inc();
-  return aggregateMetrics(primary.registry, [await worker.getMetricsAsJSON()], primary.process);
+  return primary.text([await worker.getMetricsAsJSON()]);
 }
 
 interface Family {

@@ -1,6 +1,6 @@
 import type { Logger } from '../../logging/logger.js';
 import type { Clock } from '../clock.js';
-import type { PrimaryMetrics } from '../metrics.js';
+import type { PrimaryMetrics } from '../primary-metrics.js';
 import { acceptsTraffic } from '../status.js';
 import { sendTo, type FleetEvents, type WorkerRecord } from './worker-record.js';
 

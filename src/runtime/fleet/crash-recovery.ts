@@ -1,7 +1,7 @@
 import type { Logger } from '../../logging/logger.js';
 import type { ResolvedConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
-import type { PrimaryMetrics } from '../metrics.js';
+import type { PrimaryMetrics } from '../primary-metrics.js';
 import { CrashTracker } from '../crash-tracker.js';
 import { RestartCoordinator } from '../restart-coordinator.js';
 import type { ExitCodeSink } from './ports.js';

@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import type { WorkerBoot, WorkerToPrimary } from '../messages.js';
 import type { RpcChannel } from '../rpc.js';
 import type { RecycleReason, ServerEmitter } from '../events.js';
-import type { PrimaryMetrics } from '../metrics.js';
+import type { PrimaryMetrics } from '../primary-metrics.js';
 import type { PrimaryChannels } from '../channels.js';
 import type { ConnectionHandle } from '../listeners.js';
 import type { ExitCodeSink, ForkPort } from './ports.js';

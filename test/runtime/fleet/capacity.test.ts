@@ -1,7 +1,7 @@
 import t from 'tap';
 import { Capacity } from '../../../src/runtime/fleet/capacity.js';
 import type { WorkerRecord } from '../../../src/runtime/fleet/worker-record.js';
-import { PrimaryMetrics } from '../../../src/runtime/metrics.js';
+import { PrimaryMetrics } from '../../../src/runtime/primary-metrics.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 import { fakeRecord } from '../../helpers/fake-workers.js';
 import { RecordedEvents, silentLog } from '../../helpers/fleet-fakes.js';
@@ -13,7 +13,7 @@ function setup(target = 3, degradedAfterMs = 1_000) {
   const records: WorkerRecord[] = [];
   let completions = 0;
   const capacity = new Capacity({ clock, log: silentLog, events, metrics, records, degradedAfterMs, target, onComplete: () => completions++ });
-  const gauge = async (name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values[0]?.value;
+  const gauge = async (name: string) => metrics.value(name);
   const fill = () => {
     for (let slot = 1; slot <= target; slot++) records.push(fakeRecord(slot));
     capacity.update();

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { CrashRecovery } from '../../../src/runtime/fleet/crash-recovery.js';
 import type { WorkerRecord } from '../../../src/runtime/fleet/worker-record.js';
-import { PrimaryMetrics } from '../../../src/runtime/metrics.js';
+import { PrimaryMetrics } from '../../../src/runtime/primary-metrics.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 import { fakeRecord } from '../../helpers/fake-workers.js';
 import { RecordedEvents, silentLog } from '../../helpers/fleet-fakes.js';
@@ -57,7 +57,7 @@ function setup(target = 2, restart: Partial<typeof RESTART> = {}) {
     records.splice(records.indexOf(record), 1);
     recovery.workerExited(record, graceful ? 0 : 1, null, graceful);
   };
-  const gauge = async (name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values[0]?.value;
+  const gauge = async (name: string) => metrics.value(name);
   return {
     clock,
     events,

@@ -4,7 +4,7 @@ import { loadConfig } from '../../../src/config/load.js';
 import { Fleet, GROUP_SIGNAL_SETTLE_MS } from '../../../src/runtime/fleet/fleet.js';
 import { PrimaryChannels } from '../../../src/runtime/channels.js';
 import { SafeEmitter, type ServerEventName } from '../../../src/runtime/events.js';
-import { PrimaryMetrics } from '../../../src/runtime/metrics.js';
+import { PrimaryMetrics } from '../../../src/runtime/primary-metrics.js';
 import { FakeClock, settle } from '../../helpers/fake-clock.js';
 import { FakeForkPort, fakeConnection } from '../../helpers/fake-workers.js';
 import { silentLog } from '../../helpers/fleet-fakes.js';

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { Retirement } from '../../../src/runtime/fleet/retiring.js';
-import { PrimaryMetrics } from '../../../src/runtime/metrics.js';
+import { PrimaryMetrics } from '../../../src/runtime/primary-metrics.js';
 import { FakeClock, settle } from '../../helpers/fake-clock.js';
 import { fakeRecord, type FakeRecord } from '../../helpers/fake-workers.js';
 import { RecordedEvents, silentLog } from '../../helpers/fleet-fakes.js';
@@ -40,7 +40,7 @@ function setup() {
     };
     return times;
   };
-  const recycles = async (reason: string) => (await metrics.registry.getSingleMetric('fleetplane_worker_recycles_total')!.get()).values.find((value) => value.labels.reason === reason)?.value ?? 0;
+  const recycles = async (reason: string) => metrics.value('fleetplane_worker_recycles_total', { reason }) ?? 0;
   return {
     clock,
     events,
