@@ -98,7 +98,7 @@ export function primaryIpc(
   const eligible = (): WorkerEndpoint[] => {
     if (local) return channels.endpoints();
     const endpoints: WorkerEndpoint[] = [];
-    for (const record of primary.fleet!.records) {
+    for (const record of primary.workers) {
       if (record.readyAt !== undefined && !record.retiring && record.endpoint.connected) endpoints.push(record.endpoint);
     }
     return endpoints;

@@ -3,7 +3,7 @@ import type { WorkerRuntime } from './worker.js';
 import type { RestartWorkersOptions } from './fleet/fleet.js';
 import type { ServerStatus, WorkerStatus } from './status.js';
 
-export type FleetHealth = ReturnType<PrimaryRuntime['getFleetHealth']>;
+import type { FleetHealth } from './pool.js';
 
 /**
  * What the server object asks of the process it runs in. The primary answers from its own runtime; a worker
