@@ -23,7 +23,7 @@ import { RollingRestart, type RestartWorkersOptions } from './rolling-restart.js
 export type { WorkerRecord } from './worker-record.js';
 export type { RestartWorkersOptions } from './rolling-restart.js';
 
-export interface FleetDeps {
+export interface WorkerFleetDeps {
   config: ResolvedConfig;
   /** The manager's connection the primary resolved, handed to each worker at fork. */
   manager: WorkerBoot['manager'];
@@ -67,7 +67,7 @@ export class Fleet implements WorkerPool {
   private started = false;
   private servingWaiters: Array<() => void> = [];
 
-  constructor(private readonly deps: FleetDeps) {
+  constructor(private readonly deps: WorkerFleetDeps) {
     const { config, clock, log, events, metrics, target } = deps;
     const records = this.records;
     const isStopping = () => this.stopping;
