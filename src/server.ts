@@ -1,7 +1,7 @@
 import type { ResolvedConfig } from './config/schema.js';
 import type { Logger } from './logging/logger.js';
 import { EventSurface, type ServerEmitter } from './runtime/events.js';
-import type { ServerHost } from './runtime/host.js';
+import type { ProcessFacade } from './runtime/process-facade.js';
 import type { ClusterStorage } from './storage/index.js';
 import type { IpcHandler, RequestResult } from './ipc/handlers.js';
 import type { ServerState } from './state/state.js';
@@ -56,7 +56,7 @@ export interface ServerServices {
 }
 
 /**
- * SPEC 2: the server object, in the primary and in every worker: a typed facade over this process's host
+ * SPEC 2: the server object, in the primary and in every worker: a typed facade over this process's runtime
  * (primary or worker) and the services built by the boot code, and an `EventEmitter`. Events of SPEC 1.7 are
  * emitted on it in the primary (supervision) and in workers (their own `status_change`); `cordon`, `drain` and
  * `shed` in the primary and in the workers they were applied to.
@@ -100,12 +100,12 @@ export class Server extends EventSurface {
     identity: ServerIdentity,
     /** The event source of SPEC 1.7, shared with the runtime that emits supervision events. */
     events: ServerEmitter,
-    private readonly host: ServerHost,
+    private readonly facade: ProcessFacade,
     services: ServerServices,
   ) {
     super(events);
     ({ id: this.id, workerId: this.workerId, config: this.config, log: this.log } = identity);
-    this.isPrimary = host.isPrimary;
+    this.isPrimary = facade.isPrimary;
     ({ db: this.db, secrets: this.secrets, authorize: this.authorize, storage: this.storage, state: this.state } = services);
     ({ organizations: this.organizations, envelopes: this.envelopes, mesh: this.mesh, repository: this.repository, manager: this.manager, https: this.https } = services);
     ({ api: this.api, workflow: this.workflow, webhooks: this.webhooks } = services.automation);
@@ -133,17 +133,17 @@ export class Server extends EventSurface {
 
   /** The primary runtime (undefined in a forked worker). */
   get primaryRuntime() {
-    return this.host.primaryRuntime;
+    return this.facade.primaryRuntime;
   }
 
   /** This process's worker runtime (single-process mode: the primary's own). */
   get workerRuntime() {
-    return this.host.workerRuntime;
+    return this.facade.workerRuntime;
   }
 
   /** Workers this server runs (the resolved count, or a plugin's override); 0 in single-process mode. */
   get totalWorkers(): number {
-    return this.host.totalWorkers;
+    return this.facade.totalWorkers;
   }
 
   /** Alias of `totalWorkers`. */
@@ -152,33 +152,33 @@ export class Server extends EventSurface {
   }
 
   get status() {
-    return this.host.status;
+    return this.facade.status;
   }
 
   /** Bound ports (primary only). */
   get ports(): { http?: number; https?: number } {
-    return this.host.ports;
+    return this.facade.ports;
   }
 
   getHealth(): { ready: boolean; live: boolean; status: string } {
-    return this.host.getHealth();
+    return this.facade.getHealth();
   }
 
   getFleetHealth() {
-    return this.host.getFleetHealth();
+    return this.facade.getFleetHealth();
   }
 
   getMetrics() {
-    return this.host.getMetrics();
+    return this.facade.getMetrics();
   }
 
   /** Prometheus text aggregated over the primary and every worker. */
   metricsText(): Promise<string> {
-    return this.host.metricsText();
+    return this.facade.metricsText();
   }
 
   restartWorkers(options?: RestartWorkersOptions): Promise<void> {
-    return this.host.restartWorkers(options);
+    return this.facade.restartWorkers(options);
   }
 
   /**
@@ -186,17 +186,17 @@ export class Server extends EventSurface {
    * From a worker, asks the primary.
    */
   setNotReady(): Promise<void> {
-    return this.host.setNotReady();
+    return this.facade.setNotReady();
   }
 
   /** Undoes `setNotReady` (a no-op during shutdown; a tripped breaker keeps the server not ready). */
   setReady(): Promise<void> {
-    return this.host.setReady();
+    return this.facade.setReady();
   }
 
   /** After fixing a crash loop's cause: restarts resume, missing workers are forked again, readiness returns. */
   resetCircuitBreaker(): Promise<void> {
-    return this.host.resetCircuitBreaker();
+    return this.facade.resetCircuitBreaker();
   }
 
   /** Registers a plugin (chainable); only before the workers are forked, i.e. from init options or an install(). */
@@ -209,17 +209,17 @@ export class Server extends EventSurface {
   /** From a plugin's install(): variables merged into every worker's environment (guarded like workers.env). */
   patchWorkerEnv(env: Record<string, string>): void {
     this.plugins.assertOpen('patchWorkerEnv()');
-    if (!this.host.forks) throw new Error('patchWorkerEnv(): only the primary forks workers');
-    this.host.forks.patchEnv(env);
+    if (!this.facade.forks) throw new Error('patchWorkerEnv(): only the primary forks workers');
+    this.facade.forks.patchEnv(env);
     this.log.info({ plugin: this.plugins.current, keys: Object.keys(env) }, 'worker environment patched');
   }
 
   /** From a plugin's install(): run `count` workers (1 to 256) instead of the configured number. */
   overrideWorkerCount(count: number): void {
     this.plugins.assertOpen('overrideWorkerCount()');
-    if (!this.host.forks) throw new Error('overrideWorkerCount(): only the primary forks workers');
-    const before = this.host.totalWorkers;
-    this.host.forks.overrideCount(count);
+    if (!this.facade.forks) throw new Error('overrideWorkerCount(): only the primary forks workers');
+    const before = this.facade.totalWorkers;
+    this.facade.forks.overrideCount(count);
     this.log.info({ plugin: this.plugins.current, from: before, to: count }, 'worker count overridden');
   }
 
@@ -244,11 +244,11 @@ export class Server extends EventSurface {
 
   /** Work to do before this process stops (routing withdrawal, checkpoints...). */
   onShutdown(hook: (reason: string) => void | Promise<void>): void {
-    this.host.onShutdown(hook);
+    this.facade.onShutdown(hook);
   }
 
   /** Graceful shutdown of the whole server (from the primary) or of this worker. */
   shutdown(reason = 'shutdown'): Promise<void> {
-    return this.host.shutdown(reason);
+    return this.facade.shutdown(reason);
   }
 }

@@ -3,7 +3,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { Store } from '../db/types.js';
 import type { Authorizer } from '../auth/authorize.js';
 import type { ServerEmitter } from '../runtime/events.js';
-import type { ServerHost } from '../runtime/host.js';
+import type { ProcessFacade } from '../runtime/process-facade.js';
 import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
 import type { PrimaryChannels, WorkerEndpoint } from '../runtime/channels.js';
@@ -28,7 +28,7 @@ const OrgNotice = Type.Object({ kind: Type.Union([Type.Literal('active'), Type.L
 export interface IpcDeps {
   identity: ServerIdentity;
   events: ServerEmitter;
-  host: ServerHost;
+  host: ProcessFacade;
   db: Store;
   authorize: Authorizer;
   storage: ClusterStorage;
@@ -98,7 +98,7 @@ export function primaryIpc(
   const eligible = (): WorkerEndpoint[] => {
     if (local) return channels.endpoints();
     const endpoints: WorkerEndpoint[] = [];
-    for (const record of primary.fleet!.records) {
+    for (const record of primary.workers) {
       if (record.readyAt !== undefined && !record.retiring && record.endpoint.connected) endpoints.push(record.endpoint);
     }
     return endpoints;

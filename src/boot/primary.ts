@@ -9,7 +9,7 @@ import { createLogger } from '../logging/logger.js';
 import { serverEvents, type ServerEmitter } from '../runtime/events.js';
 import { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
-import { PrimaryHost } from '../runtime/host.js';
+import { PrimaryFacade } from '../runtime/process-facade.js';
 import { resolveServerId } from '../runtime/identity.js';
 import { PrimaryChannels, type WorkerEndpoint } from '../runtime/channels.js';
 import { StorageAuthority } from '../storage/index.js';
@@ -55,7 +55,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const channels = new PrimaryChannels();
   const local = decision.count === 0 ? await inProcessWorker(identity, events, channels) : undefined;
   const primary = new PrimaryRuntime({ config: resolved, manager: managerConnection, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
-  const host = new PrimaryHost(primary, local);
+  const host = new PrimaryFacade(primary, local);
   primary.handleWorkerRpc(FAILURE_REPORT_METHOD, (report) => data.authorize.reportedFailure(report));
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.

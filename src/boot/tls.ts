@@ -70,7 +70,7 @@ export function openPrimaryTls(deps: PrimaryTlsDeps): { https?: HttpsIdentity; c
 
 /** Gives every worker the new pair; a worker that cannot take it is logged (it keeps its pair until it is replaced). */
 async function toWorkers(primary: PrimaryRuntime, pair: TlsPair, log: Logger): Promise<number> {
-  const records = primary.fleet?.records ?? [];
+  const records = primary.workers;
   const results = await Promise.allSettled(records.map((record) => record.rpc.call(NEW_PAIR, pair, 10_000)));
   results.forEach((result, index) => {
     if (result.status === 'rejected') log.warn({ targetWorker: records[index]!.slot, reason: (result.reason as Error).message }, 'a worker did not take the new HTTPS certificate');

@@ -1,7 +1,7 @@
 import { createLogger } from '../logging/logger.js';
 import { serverEvents } from '../runtime/events.js';
 import { WorkerRuntime } from '../runtime/worker.js';
-import { WorkerHost } from '../runtime/host.js';
+import { WorkerFacade } from '../runtime/process-facade.js';
 import { StorageReplica } from '../storage/index.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
@@ -32,7 +32,7 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const data = await openServerData(resolved, log, secrets, { sealAtStart: false, failureLedger });
   const events = serverEvents(log);
   const runtime = new WorkerRuntime(resolved, workerId, log, events);
-  const host = new WorkerHost(runtime, Number(env[INTERNAL_ENV.total]));
+  const host = new WorkerFacade(runtime, Number(env[INTERNAL_ENV.total]));
   const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
   // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
   const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);

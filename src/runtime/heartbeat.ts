@@ -1,4 +1,9 @@
-import type { Beat } from './health-policy.js';
+/** One heartbeat of a worker: what the fleet's health policy judges. */
+export interface Beat {
+  rss: number;
+  heapUsed: number;
+  lagMs: number;
+}
 
 /**
  * Reports RSS, heap and event-loop lag every `intervalMs`. Lag is how late the beat's own timer fired:

@@ -28,6 +28,13 @@ export function socketOf(handle: ConnectionHandle | Socket): Socket {
   return socket;
 }
 
+/** A connection this process serves itself; a client's reset must not become an unhandled error. */
+export function servedHere(handle: ConnectionHandle): Socket {
+  const socket = socketOf(handle);
+  socket.on('error', () => {});
+  return socket;
+}
+
 /**
  * The public listening sockets, owned by the primary. An accepted connection is taken as its raw handle: no
  * `Socket` is built in the primary for a connection a worker serves (that cost as much as the rest of the

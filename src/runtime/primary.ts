@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
-import type { Socket } from 'node:net';
 import { systemClock, type Clock } from './clock.js';
 import { Fleet, type RestartWorkersOptions, type WorkerRecord } from './fleet/fleet.js';
 import { clusterForkPort } from './fleet/cluster-fork.js';
 import { FallbackResponder } from './fallback.js';
-import { Listeners, socketOf, type ConnectionHandle } from './listeners.js';
-import type { MetricsJson } from './metrics.js';
+import { Listeners, servedHere, type ConnectionHandle } from './listeners.js';
 import { PrimaryMetrics } from './primary-metrics.js';
+import { InProcessPool } from './in-process-pool.js';
+import type { FleetHealth, WorkerPool } from './pool.js';
 import type { RpcChannel } from './rpc.js';
 import type { ServerStatus } from './status.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
@@ -20,13 +20,14 @@ import type { HandoverSuccessor } from './handover-successor.js';
 export { WORKER_NODE_FLAGS, type PrimaryOptions, type PrimarySurface, type ShutdownHook } from './primary-options.js';
 
 /**
- * The primary process: owns the listening sockets, hands each connection to a ready worker (or answers it
- * with the fallback), supervises the fleet and coordinates graceful shutdown.
+ * The primary process: owns the listening sockets, hands each connection to its worker pool (or answers it
+ * with the fallback), keeps readiness and coordinates graceful shutdown. The pool — the fleet of forked
+ * workers, or the worker runtime in this process in single-process mode — is chosen once, here.
  */
 export class PrimaryRuntime {
   readonly metrics = new PrimaryMetrics();
   readonly fallback: FallbackResponder;
-  readonly fleet: Fleet | undefined;
+  private readonly pool: WorkerPool;
   readonly startedAt = Date.now();
   /** SPEC 1.10: hands this primary's sockets to a new one started from the code on disk (`upgrade`, SIGUSR2). */
   readonly handover: Handover;
@@ -47,7 +48,6 @@ export class PrimaryRuntime {
   constructor(private readonly options: PrimaryOptions) {
     const { config, log } = options;
     this.clock = options.clock ?? systemClock;
-    if (!options.local) this.metrics.trackProcess();
     this.grace = new ReadinessGrace(config.lifecycle.readinessGraceMs, this.clock, () => this.announceReadiness());
     const tls = config.https.key && config.https.cert ? { key: readFileSync(config.https.key), cert: readFileSync(config.https.cert) } : undefined;
     this.fallback = new FallbackResponder({
@@ -59,33 +59,38 @@ export class PrimaryRuntime {
       onAnswer: (status) => this.metrics.fallbackResponses.inc({ status: String(status) }),
     });
     this.listeners = new Listeners((socket, secure) => this.onConnection(socket, secure));
-    if (options.workerCount > 0) {
-      this.fleet = new Fleet({
-        config,
-        manager: options.manager,
-        serverId: options.serverId,
-        target: options.workerCount,
-        log,
-        events: options.events,
-        clock: this.clock,
-        metrics: this.metrics,
-        forkWorker: clusterForkPort({ exec: options.exec ?? process.argv[1], args: process.argv.slice(2), execArgv: [...WORKER_NODE_FLAGS, ...config.workers.execArgv] }),
-        exitCode: {
-          setExitCode: (code) => {
-            process.exitCode = code;
-          },
-        },
-        channels: options.channels,
-        configureRpc: (rpc, record) => this.configureWorkerRpc(rpc, record),
-        onUnrecoverable: (reason) => void this.exitUnrecoverable(reason),
-        fleetReady: () => this.fleetReady,
-        onReadinessChange: () => this.announceReadiness(),
-      });
-    }
+    this.pool = options.local ? new InProcessPool(options.local) : this.forkedPool();
     this.tlsEnabled = Boolean(tls);
     this.handover = primaryHandover(config, log, this.clock, this.listeners, {
-      refusal: () => handoverRefusal({ fleet: Boolean(this.fleet), started: this.started, stopping: Boolean(this.shuttingDown), rolling: Boolean(this.fleet?.restarting) }),
+      refusal: () => handoverRefusal({ fleet: this.pool.handsOver, started: this.started, stopping: Boolean(this.shuttingDown), rolling: this.pool.restarting }),
       retire: () => this.retire(),
+    });
+  }
+
+  /** The workers this primary forks and supervises; its own process metrics are tracked beside theirs. */
+  private forkedPool(): WorkerPool {
+    const { config, log } = this.options;
+    this.metrics.trackProcess();
+    return new Fleet({
+      config,
+      manager: this.options.manager,
+      serverId: this.options.serverId,
+      target: this.options.workerCount,
+      log,
+      events: this.options.events,
+      clock: this.clock,
+      metrics: this.metrics,
+      forkWorker: clusterForkPort({ exec: this.options.exec ?? process.argv[1], args: process.argv.slice(2), execArgv: [...WORKER_NODE_FLAGS, ...config.workers.execArgv] }),
+      exitCode: {
+        setExitCode: (code) => {
+          process.exitCode = code;
+        },
+      },
+      channels: this.options.channels,
+      configureRpc: (rpc, record) => this.configureWorkerRpc(rpc, record),
+      onUnrecoverable: (reason) => void this.exitUnrecoverable(reason),
+      fleetReady: () => this.fleetReady,
+      onReadinessChange: () => this.announceReadiness(),
     });
   }
 
@@ -95,15 +100,20 @@ export class PrimaryRuntime {
   get status(): ServerStatus {
     if (this.shuttingDown) return 'stopping';
     if (!this.started) return 'starting';
-    const active = this.fleet ? this.fleet.active : this.options.local?.status === 'ready' ? 1 : 0;
+    const { active, target } = this.pool;
     if (active === 0) return 'fallback';
     if (!this.fleetReady) return 'degraded';
-    return this.fleet && active < this.fleet.target ? 'degraded' : 'ready';
+    return active < target ? 'degraded' : 'ready';
   }
 
   /** Workers to run: the configured count, or a plugin's override; 0 in single-process mode. */
   get workerCount(): number {
-    return this.fleet?.target ?? 0;
+    return this.pool.workerCount;
+  }
+
+  /** The forked workers, retiring ones included (none in single-process mode). */
+  get workers(): readonly WorkerRecord[] {
+    return this.pool.records;
   }
 
   /**
@@ -111,11 +121,11 @@ export class PrimaryRuntime {
    * no readiness grace running.
    */
   private get fleetReady(): boolean {
-    return this.operatorReady && !this.leaving && !this.fleet?.breakerTripped && !this.grace.active;
+    return this.operatorReady && !this.leaving && !this.pool.breakerTripped && !this.grace.active;
   }
 
   private announceReadiness(): void {
-    this.fleet?.announceReadiness(this.fleetReady);
+    this.pool.announceReadiness(this.fleetReady);
   }
 
   /** Before the workers are forked (plugins): a different number of workers, 1 to 256. */
@@ -123,9 +133,8 @@ export class PrimaryRuntime {
     if (!Number.isInteger(count) || count < 1 || count > 256) {
       throw new RangeError(`overrideWorkerCount(${String(count)}): the worker count must be an integer from 1 to 256 (single-process mode, 0, is chosen by config.workers only)`);
     }
-    if (!this.fleet) throw new Error('overrideWorkerCount(): this server runs in single-process mode (workers: 0), chosen when the config was resolved; set config.workers to a number instead');
     if (this.started) throw new Error('overrideWorkerCount(): the workers were already forked');
-    this.fleet.resize(count);
+    this.pool.resize(count);
   }
 
   /**
@@ -138,62 +147,41 @@ export class PrimaryRuntime {
     if (this.started) throw new Error('patchWorkerEnv(): the workers were already forked');
     const warning = nodeOptionsWarning(env);
     if (warning) this.options.log.warn(warning.replace('workers.env', 'patchWorkerEnv'));
-    if (this.fleet) this.fleet.patchEnv(env);
-    else Object.assign(process.env, env);
+    this.pool.patchEnv(env);
   }
 
-  /** Binds the public ports first (a port in use fails before any worker is forked), then starts the fleet. */
+  /** Binds the public ports first (a port in use fails before any worker is forked), then starts the pool. */
   async start(surface: PrimarySurface = {}, successor?: HandoverSuccessor): Promise<void> {
     const { http, https } = this.options.config;
     this.fallback.serveAlso(surface);
-    if (successor && this.fleet) {
+    if (successor && this.pool.handsOver) {
       // After a hand-over (SPEC 1.10): the workers first, then the sockets handed over, once every worker is ready.
-      this.fleet.start();
-      for (const socket of await successor.whenWorkersReady(this.fleet, this.options.events)) this.ports[socket.role] = this.listeners.adopt(socket.handle, socket.role === 'https');
+      await this.pool.start(surface);
+      for (const socket of await successor.whenWorkersReady(this.pool, this.options.events)) this.ports[socket.role] = this.listeners.adopt(socket.handle, socket.role === 'https');
       this.started = true;
       return;
     }
     this.ports.http = await this.listeners.listen(http.port, http.host, false);
     if (this.tlsEnabled) this.ports.https = await this.listeners.listen(https.port, http.host, true);
-    if (this.fleet) this.fleet.start();
-    else if (this.options.local) {
-      if (!surface.app) throw new Error('start(): single-process mode needs the app to serve');
-      await this.options.local.bind(true);
-      this.options.local.attach(await surface.app());
-    }
+    await this.pool.start(surface);
     this.started = true;
   }
 
   private onConnection(handle: ConnectionHandle, secure: boolean): void {
-    if (this.closing) return this.fallback.serve(servedHere(handle), secure);
-    const local = this.options.local;
-    if (local) {
-      if (local.status === 'ready') local.accept(servedHere(handle), secure);
-      else this.fallback.serve(servedHere(handle), secure);
-      return;
-    }
-    const record = this.fleet?.pickForConnection();
-    if (!record) return this.fallback.serve(servedHere(handle), secure);
-    this.metrics.handedConnections.inc();
     // The worker went away between the pick and the send: the connection is still ours to answer.
-    this.fleet!.handOff(record, handle, secure, () => this.onConnection(handle, secure));
+    if (this.closing || !this.pool.serve(handle, secure, () => this.onConnection(handle, secure))) this.fallback.serve(servedHere(handle), secure);
   }
 
   /** Calls workers may make of the primary, for subsystems composed on top of the runtime. */
   handleWorkerRpc(method: string, handler: (params: unknown, from: WorkerRecord) => unknown): void {
     this.workerRpc.set(method, handler);
-    for (const record of this.fleet?.records ?? []) record.rpc.handle(method, (params) => handler(params, record));
+    for (const record of this.pool.records) record.rpc.handle(method, (params) => handler(params, record));
   }
 
   private readonly workerRpc = new Map<string, (params: unknown, from: WorkerRecord) => unknown>();
 
   private configureWorkerRpc(rpc: RpcChannel, record: WorkerRecord): void {
     for (const [method, handler] of this.workerRpc) rpc.handle(method, (params) => handler(params, record));
-    rpc.handle('primary.recycleWorker', () => {
-      // Answer first: the caller is the worker being replaced.
-      setImmediate(() => void this.fleet?.recycle(record, 'restart'));
-      return { recycling: record.slot };
-    });
     rpc.handle('primary.metrics', () => this.metricsText());
     rpc.handle('primary.restartWorkers', (params) => {
       const reason = typeof (params as { reason?: unknown })?.reason === 'string' ? (params as { reason: string }).reason : `requested by worker ${record.slot}`;
@@ -220,10 +208,8 @@ export class PrimaryRuntime {
     return { ready: this.fleetReady && this.status !== 'fallback' && this.status !== 'starting', live: true, status: this.status };
   }
 
-  getFleetHealth() {
-    if (this.fleet) return this.fleet.fleetHealth();
-    const local = this.options.local;
-    return { target: 1, active: local?.status === 'ready' ? 1 : 0, quarantined: 0, breaker: { count: 0, tripped: false }, restartsPending: 0, workers: [] };
+  getFleetHealth(): FleetHealth {
+    return this.pool.fleetHealth();
   }
 
   getMetrics() {
@@ -236,10 +222,7 @@ export class PrimaryRuntime {
 
   /** Prometheus text over the primary and every worker (a worker that does not answer in 2 s is left out). */
   async metricsText(): Promise<string> {
-    const workers = this.fleet?.records.filter((record) => record.readyAt !== undefined && !record.retiring) ?? [];
-    const results = await Promise.allSettled(workers.map((record) => record.rpc.call<MetricsJson>('worker.metrics', undefined, 2_000)));
-    const local = this.options.local ? [await this.options.local.metricsJson()] : [];
-    return this.metrics.text([...results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])), ...local]);
+    return this.metrics.text(await this.pool.metricsJson());
   }
 
   /** Every serving worker's `/readyz` answers 503 until `setReady` (traffic is still served). */
@@ -258,12 +241,11 @@ export class PrimaryRuntime {
   /** After fixing a crash loop's cause: restarts resume and missing workers are forked again. */
   resetCircuitBreaker(): void {
     if (this.leaving) return;
-    this.fleet?.resetCircuitBreaker();
+    this.pool.resetCircuitBreaker();
   }
 
   restartWorkers(options?: RestartWorkersOptions): Promise<void> {
-    if (!this.fleet) return Promise.resolve();
-    return this.fleet.restartWorkers(options);
+    return this.pool.restartWorkers(options);
   }
 
   /**
@@ -274,28 +256,16 @@ export class PrimaryRuntime {
    */
   async setWorkerState(action: 'cordon' | 'drain', value: boolean, worker?: number): Promise<unknown[]> {
     if (!value) this.grace.cancel();
-    const local = this.options.local;
-    // Announced once applied (a cordon the readiness grace cancelled never was); the worker announces its own.
-    const applied = (slot: number) => this.options.events.emitSafe(action, { value, worker: slot });
-    if (local) {
-      const apply = async () => {
-        const result = [action === 'cordon' ? local.cordon(value) : await local.drain(value)];
-        applied(0);
-        return result;
-      };
-      if (!value || local.status !== 'ready') return apply();
-      return (await this.grace.hold(apply)) ?? [local.status];
-    }
-    const fleet = this.fleet!;
-    const slots = worker === undefined ? [...new Set(fleet.records.filter((record) => !record.retiring).map((record) => record.slot))] : [worker];
+    const slots = this.pool.slots(worker);
     const applyTo = async (slot: number) => {
-      const results = await fleet.setWorkerState(slot, action, value);
-      applied(slot);
+      const results = await this.pool.setWorkerState(slot, action, value);
+      // Announced once applied (a cordon the readiness grace cancelled never was); the worker announces its own.
+      this.options.events.emitSafe(action, { value, worker: slot });
       return results;
     };
     const apply = async () => (await Promise.all(slots.map(applyTo))).flat();
-    if (!value || !fleet.takesOutLast(slots)) return apply();
-    return (await this.grace.hold(apply)) ?? fleet.records.filter((record) => slots.includes(record.slot)).map((record) => record.status);
+    if (!value || !this.pool.takesOutLast(slots)) return apply();
+    return (await this.grace.hold(apply)) ?? this.pool.statuses(slots);
   }
 
   installSignalHandlers(): void {
@@ -320,14 +290,14 @@ export class PrimaryRuntime {
     const started = this.clock.now();
     this.leaving = true;
     // First, before any await: a worker that stops on the same signal (sent to the whole group) is no crash.
-    this.fleet?.beginShutdown();
+    this.pool.beginShutdown();
     log.info({ signal }, 'shutting down');
     events.emitSafe('shutdown:start', { signal });
     // Readiness off while the workers still serve, so load balancers stop sending before the fallback answers;
     // over early once none serves (they got the signal too): the fallback answers from then on either way.
-    const serving = this.fleet ? this.fleet.active > 0 : this.options.local?.status === 'ready';
+    const serving = this.pool.active > 0;
     this.grace.cancel();
-    if (serving) await this.grace.hold(async () => {}, this.fleet?.noneServing());
+    if (serving) await this.grace.hold(async () => {}, this.pool.noneServing());
     this.closing = true;
     for (const hook of this.shutdownHooks) {
       try {
@@ -336,8 +306,7 @@ export class PrimaryRuntime {
         log.error({ err: error }, 'shutdown hook failed');
       }
     }
-    if (this.fleet) await this.fleet.stop();
-    if (this.options.local) await this.options.local.shutdown(signal);
+    await this.pool.stop('shutdown', signal);
     this.listeners.close();
     await runStoppedHooks(this.stoppedHooks, log);
     events.emitSafe('shutdown:complete', { signal, durationMs: this.clock.now() - started });
@@ -351,7 +320,7 @@ export class PrimaryRuntime {
       this.listeners.close();
       this.grace.cancel();
       this.announceReadiness();
-      await this.fleet?.stop('handover');
+      await this.pool.stop('handover', 'handover');
     })();
     return this.shuttingDown;
   }
@@ -361,11 +330,4 @@ export class PrimaryRuntime {
     this.listeners.close();
     process.exit(1);
   }
-}
-
-/** A connection the primary serves itself; a client's reset must not become an unhandled error. */
-function servedHere(handle: ConnectionHandle): Socket {
-  const socket = socketOf(handle);
-  socket.on('error', () => {});
-  return socket;
 }

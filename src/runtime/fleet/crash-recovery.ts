@@ -2,8 +2,8 @@ import type { Logger } from '../../logging/logger.js';
 import type { ResolvedConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
 import type { PrimaryMetrics } from '../primary-metrics.js';
-import { CrashTracker } from '../crash-tracker.js';
-import { RestartCoordinator } from '../restart-coordinator.js';
+import { CrashTracker } from './crash-tracker.js';
+import { RestartCoordinator } from './restart-coordinator.js';
 import type { ExitCodeSink } from './ports.js';
 import type { FleetEvents, WorkerRecord } from './worker-record.js';
 

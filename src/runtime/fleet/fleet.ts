@@ -7,6 +7,9 @@ import type { RecycleReason, ServerEmitter } from '../events.js';
 import type { PrimaryMetrics } from '../primary-metrics.js';
 import type { PrimaryChannels } from '../channels.js';
 import type { ConnectionHandle } from '../listeners.js';
+import type { MetricsJson } from '../metrics.js';
+import type { FleetHealth, WorkerPool } from '../pool.js';
+import type { WorkerStatus } from '../status.js';
 import type { ExitCodeSink, ForkPort } from './ports.js';
 import { sendTo, setStatus, type WorkerRecord } from './worker-record.js';
 import { WorkerSpawner } from './spawner.js';
@@ -20,7 +23,7 @@ import { RollingRestart, type RestartWorkersOptions } from './rolling-restart.js
 export type { WorkerRecord } from './worker-record.js';
 export type { RestartWorkersOptions } from './rolling-restart.js';
 
-export interface FleetDeps {
+export interface WorkerFleetDeps {
   config: ResolvedConfig;
   /** The manager's connection the primary resolved, handed to each worker at fork. */
   manager: WorkerBoot['manager'];
@@ -35,7 +38,7 @@ export interface FleetDeps {
   /** Where the exit code the primary should end with is kept. */
   exitCode: ExitCodeSink;
   channels: PrimaryChannels;
-  /** The primary's handlers for calls workers make (metrics aggregation...). */
+  /** The primary's handlers for calls workers make (metrics aggregation...); the fleet adds its own. */
   configureRpc(rpc: RpcChannel, record: WorkerRecord): void;
   /** No more workers will come: breaker tripped or forks exhausted, and the fleet is empty. */
   onUnrecoverable(reason: string): void;
@@ -50,7 +53,8 @@ export interface FleetDeps {
  * health recycling (replacement first), rolling restarts and the bounded retire path they all share. Each of
  * those is a coordinator of its own; the fleet routes the workers' messages and exits between them.
  */
-export class Fleet {
+export class Fleet implements WorkerPool {
+  readonly handsOver = true;
   readonly records: WorkerRecord[] = [];
   private readonly spawner: WorkerSpawner;
   private readonly balancer: ConnectionBalancer;
@@ -63,7 +67,7 @@ export class Fleet {
   private started = false;
   private servingWaiters: Array<() => void> = [];
 
-  constructor(private readonly deps: FleetDeps) {
+  constructor(private readonly deps: WorkerFleetDeps) {
     const { config, clock, log, events, metrics, target } = deps;
     const records = this.records;
     const isStopping = () => this.stopping;
@@ -77,7 +81,7 @@ export class Fleet {
       events,
       channels: deps.channels,
       target: () => this.capacity.target,
-      configureRpc: deps.configureRpc,
+      configureRpc: (rpc, record) => this.configureRpc(rpc, record),
       receive: (record, message) => this.receive(record, message),
       exited: (record, code, signal) => this.onExit(record, code, signal),
       disconnected: (record) => this.balancer.rerouteUntaken(record),
@@ -146,6 +150,10 @@ export class Fleet {
     return this.capacity.target;
   }
 
+  get workerCount(): number {
+    return this.capacity.target;
+  }
+
   /** Changes the worker count; only before `start` (a plugin's `overrideWorkerCount`). */
   resize(target: number): void {
     if (this.started) throw new Error('the worker count cannot change once the workers were forked');
@@ -187,7 +195,16 @@ export class Fleet {
     this.balancer.handOff(record, handle, secure, onFailure);
   }
 
-  fleetHealth() {
+  /** Picks a worker taking traffic and hands it the connection; `retry` when it went away before taking it. */
+  serve(handle: ConnectionHandle, secure: boolean, retry: () => void): boolean {
+    const record = this.pickForConnection();
+    if (!record) return false;
+    this.deps.metrics.handedConnections.inc();
+    this.handOff(record, handle, secure, retry);
+    return true;
+  }
+
+  fleetHealth(): FleetHealth {
     const now = this.deps.clock.now();
     return {
       target: this.capacity.target,
@@ -204,6 +221,22 @@ export class Fleet {
         eventLoopLagMs: record.health?.lagMs ?? null,
       })),
     };
+  }
+
+  /** Every serving worker's metrics; one that does not answer in 2 s is left out. */
+  async metricsJson(): Promise<MetricsJson[]> {
+    const serving = this.records.filter((record) => record.readyAt !== undefined && !record.retiring);
+    const results = await Promise.allSettled(serving.map((record) => record.rpc.call<MetricsJson>('worker.metrics', undefined, 2_000)));
+    return results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  }
+
+  slots(worker?: number): number[] {
+    if (worker !== undefined) return [worker];
+    return [...new Set(this.records.filter((record) => !record.retiring).map((record) => record.slot))];
+  }
+
+  statuses(slots: readonly number[]): WorkerStatus[] {
+    return this.records.filter((record) => slots.includes(record.slot)).map((record) => record.status);
   }
 
   /** Whether taking these slots out would leave no worker taking traffic while some does now (SPEC 1.3). */
@@ -267,6 +300,15 @@ export class Fleet {
     this.beginShutdown();
     this.capacity.announceReadiness(false);
     await Promise.all(this.records.map((record) => (record.retiring === 'shutdown' ? record.exited : this.retirement.retire(record, 'shutdown', reason))));
+  }
+
+  private configureRpc(rpc: RpcChannel, record: WorkerRecord): void {
+    this.deps.configureRpc(rpc, record);
+    rpc.handle('primary.recycleWorker', () => {
+      // Answer first: the caller is the worker being replaced.
+      setImmediate(() => void this.recycle(record, 'restart'));
+      return { recycling: record.slot };
+    });
   }
 
   private spawn(slot: number): WorkerRecord {

@@ -1,7 +1,8 @@
 import type { Logger } from '../../logging/logger.js';
 import type { Clock } from '../clock.js';
 import type { RecycleReason } from '../events.js';
-import { judgeBeat, wedgedFor, type Beat, type HealthPolicy } from '../health-policy.js';
+import type { Beat } from '../heartbeat.js';
+import { judgeBeat, wedgedFor, type HealthPolicy } from './health-policy.js';
 import type { FleetEvents, WorkerRecord } from './worker-record.js';
 
 export interface HealthMonitorDeps {

@@ -3,7 +3,7 @@ import type { ResolvedConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
 import type { RecycleReason } from '../events.js';
 import type { PrimaryMetrics } from '../primary-metrics.js';
-import { escalateUntilExit } from '../escalation.js';
+import { escalateUntilExit } from './escalation.js';
 import { sendTo, setStatus, type FleetEvents, type WorkerRecord } from './worker-record.js';
 
 export interface RetirementDeps {

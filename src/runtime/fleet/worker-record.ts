@@ -1,5 +1,6 @@
 import type { Logger } from '../../logging/logger.js';
-import type { Beat, BeatHistory } from '../health-policy.js';
+import type { Beat } from '../heartbeat.js';
+import type { BeatHistory } from './health-policy.js';
 import type { PrimaryToWorker } from '../messages.js';
 import type { RpcChannel } from '../rpc.js';
 import type { RecycleReason, ServerEventArgs, ServerEventName } from '../events.js';

@@ -20,6 +20,7 @@ function setup(object: Record<string, unknown> = {}) {
   const exitCodes: number[] = [];
   const unrecoverable: string[] = [];
   let ready = true;
+  const metrics = new PrimaryMetrics();
   const fleet = new Fleet({
     config,
     manager: { organization_id: 'platform-org', host: 'https://parent.example' },
@@ -28,7 +29,7 @@ function setup(object: Record<string, unknown> = {}) {
     log: silentLog,
     events,
     clock,
-    metrics: new PrimaryMetrics(),
+    metrics,
     forkWorker: port,
     exitCode: { setExitCode: (code) => exitCodes.push(code) },
     channels,
@@ -37,7 +38,7 @@ function setup(object: Record<string, unknown> = {}) {
     fleetReady: () => ready,
     onReadinessChange: () => {},
   });
-  return { config, clock, port, channels, fleet, seen, exitCodes, unrecoverable, setFleetReady: (value: boolean) => (ready = value) };
+  return { config, clock, port, channels, fleet, metrics, seen, exitCodes, unrecoverable, setFleetReady: (value: boolean) => (ready = value) };
 }
 
 t.test('start forks one worker per slot through the fork port, with the internal environment', async (t) => {
@@ -254,4 +255,55 @@ t.test('noneServing resolves once the last serving worker stops taking traffic',
   await settle();
   t.equal(over, true);
   t.equal(await Promise.race([fleet.noneServing().then(() => 'at once'), settle().then(() => 'later')]), 'at once', 'at once when none serves');
+});
+
+t.test('as the primary\'s pool, the fleet serves a connection only through a ready worker, and counts each one handed', async (t) => {
+  const { port, fleet, metrics } = setup();
+  const handed = async () => metrics.handedConnections.value() ?? 0;
+  fleet.start();
+  t.equal(fleet.serve(fakeConnection(), false, () => t.fail('no retry')), false, 'none ready: the caller answers it');
+  t.equal(await handed(), 0);
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  t.equal(fleet.serve(fakeConnection(), true, () => t.fail('no retry')), true);
+  t.same(port.workers.map((worker) => worker.connections.length), [1, 0], 'handed to one worker');
+  t.equal(await handed(), 1);
+});
+
+t.test('a cordon addresses one worker or every worker not retiring; statuses are read per slot', async (t) => {
+  const { port, fleet } = setup({ workers: 3 });
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  t.same(fleet.slots(), [1, 2, 3]);
+  t.same(fleet.slots(2), [2]);
+  void fleet.recycle(fleet.records[0]!, 'rss');
+  t.same(fleet.slots(), [1, 2, 3], 'a recycled worker\'s slot is still addressed through its replacement');
+  t.same(fleet.statuses([2, 3]), ['ready', 'ready']);
+  t.equal(fleet.takesOutLast([1, 2, 3]), true);
+  t.equal(fleet.takesOutLast([2]), false);
+});
+
+t.test('a worker asking to be recycled is answered first, then replaced', async (t) => {
+  const { port, fleet } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  port.workers[0]!.say({ fp: 'rpc', id: 7, method: 'primary.recycleWorker' });
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(port.workers[0]!.sentOf('reply'), [{ fp: 'reply', id: 7, ok: true, result: { recycling: 1 } }]);
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(port.workers.length, 3, 'a replacement is forked');
+  t.equal(fleet.records.find((record) => record.pid === port.workers[0]!.pid)?.replacing, 'restart');
+});
+
+t.test('metrics come from every serving worker; one whose call fails is left out', async (t) => {
+  const { port, fleet } = setup();
+  fleet.start();
+  for (const worker of port.workers) worker.say({ fp: 'ready' });
+  const gathered = fleet.metricsJson();
+  const [call] = port.workers[0]!.sentOf('rpc');
+  t.equal(call?.method, 'worker.metrics');
+  const [other] = port.workers[1]!.sentOf('rpc');
+  t.equal(other?.method, 'worker.metrics', 'both are asked');
+  port.workers[0]!.say({ fp: 'reply', id: call!.id, ok: true, result: [{ name: 'from_worker_1' }] });
+  port.workers[1]!.say({ fp: 'reply', id: other!.id, ok: false, error: 'registry busy' });
+  t.same(await gathered, [[{ name: 'from_worker_1' }]]);
 });

@@ -2,7 +2,7 @@ import t from 'tap';
 import { HealthMonitor } from '../../../src/runtime/fleet/health-monitor.js';
 import type { WorkerRecord } from '../../../src/runtime/fleet/worker-record.js';
 import type { RecycleReason } from '../../../src/runtime/events.js';
-import type { HealthPolicy } from '../../../src/runtime/health-policy.js';
+import type { HealthPolicy } from '../../../src/runtime/fleet/health-policy.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 import { fakeRecord } from '../../helpers/fake-workers.js';
 import { RecordedEvents, silentLog } from '../../helpers/fleet-fakes.js';

@@ -1,4 +1,4 @@
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 
 export interface Killable {
   kill(signal: NodeJS.Signals): void;

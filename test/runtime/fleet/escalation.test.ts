@@ -1,6 +1,6 @@
 import t from 'tap';
-import { FakeClock, settle } from '../helpers/fake-clock.js';
-import { escalateUntilExit, type EscalationDelays, type Killable } from '../../src/runtime/escalation.js';
+import { FakeClock, settle } from '../../helpers/fake-clock.js';
+import { escalateUntilExit, type EscalationDelays, type Killable } from '../../../src/runtime/fleet/escalation.js';
 
 const delays: EscalationDelays = { graceMs: 5_000, sigtermDelayMs: 2_000, sigintDelayMs: 1_000 };
 

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { judgeBeat, wedgedFor, type Beat, type BeatHistory, type HealthPolicy } from '../../src/runtime/health-policy.js';
+import type { Beat } from '../../../src/runtime/heartbeat.js';
+import { judgeBeat, wedgedFor, type BeatHistory, type HealthPolicy } from '../../../src/runtime/fleet/health-policy.js';
 
 const MiB = 1024 * 1024;
 const off: HealthPolicy = { maxRssMb: 0, maxEventLoopLagMs: 0, lagRecycleBeats: 3, lagSpikeMs: 0, wedgedTimeoutMs: 0 };

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { CrashTracker } from '../../src/runtime/crash-tracker.js';
+import { CrashTracker } from '../../../src/runtime/fleet/crash-tracker.js';
 
 t.test('trips exactly when the threshold-th crash lands inside the window', async (t) => {
   const tracker = new CrashTracker(3, 60_000);

@@ -3,13 +3,13 @@ import type { WorkerRuntime } from './worker.js';
 import type { RestartWorkersOptions } from './fleet/fleet.js';
 import type { ServerStatus, WorkerStatus } from './status.js';
 
-export type FleetHealth = ReturnType<PrimaryRuntime['getFleetHealth']>;
+import type { FleetHealth } from './pool.js';
 
 /**
- * What the server object asks of the process it runs in. The primary answers from its own runtime; a worker
- * answers what it knows itself and asks the primary for the rest over RPC.
+ * The process facade: what the server object asks of the process it runs in. The primary answers from its
+ * own runtime; a worker answers what it knows itself and asks the primary for the rest over RPC.
  */
-export interface ServerHost {
+export interface ProcessFacade {
   readonly isPrimary: boolean;
   /** The primary runtime (undefined in a forked worker). */
   readonly primaryRuntime: PrimaryRuntime | undefined;
@@ -33,7 +33,7 @@ export interface ServerHost {
 }
 
 /** The primary process: everything is answered here. */
-export class PrimaryHost implements ServerHost {
+export class PrimaryFacade implements ProcessFacade {
   readonly isPrimary = true;
   readonly forks;
 
@@ -109,7 +109,7 @@ export class PrimaryHost implements ServerHost {
 }
 
 /** A forked worker: its own status and health; server-wide questions and actions go to the primary. */
-export class WorkerHost implements ServerHost {
+export class WorkerFacade implements ProcessFacade {
   readonly isPrimary = false;
   readonly primaryRuntime = undefined;
   readonly ports = {};

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { FakeClock } from '../helpers/fake-clock.js';
-import { MAX_CONSECUTIVE_FORK_FAILURES, RestartCoordinator } from '../../src/runtime/restart-coordinator.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
+import { MAX_CONSECUTIVE_FORK_FAILURES, RestartCoordinator } from '../../../src/runtime/fleet/restart-coordinator.js';
 
 interface Restart {
   slot: number;

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Backoff } from '../../src/runtime/backoff.js';
+import { Backoff } from '../../../src/runtime/fleet/backoff.js';
 
 const options = { backoffMs: 100, maxBackoffMs: 1_000, backoffMultiplier: 2 };
 

@@ -1,4 +1,4 @@
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import { Backoff, type BackoffOptions } from './backoff.js';
 
 export interface RestartDeps {

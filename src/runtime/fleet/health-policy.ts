@@ -1,15 +1,11 @@
+import type { Beat } from '../heartbeat.js';
+
 export interface HealthPolicy {
   maxRssMb: number;
   maxEventLoopLagMs: number;
   lagRecycleBeats: number;
   lagSpikeMs: number;
   wedgedTimeoutMs: number;
-}
-
-export interface Beat {
-  rss: number;
-  heapUsed: number;
-  lagMs: number;
 }
 
 export type RecycleVerdict = { recycle: false } | { recycle: true; reason: 'rss' | 'lag'; detail: string };
