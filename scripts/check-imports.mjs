@@ -2,7 +2,9 @@
 // The shape of the source tree, checked on every CI run:
 // - no import cycle among the project's modules, type-only imports included;
 // - src/ is framework-free: it never imports fastify, @fastify/*, routes/, plugins/ or schemas/;
-// - no source file is longer than 400 lines.
+// - no source file is longer than 400 lines;
+// - nothing outside src/inventory/ names the inventory's collections (`servers`, `clusters`) by a string: it
+//   uses the names, records and queries src/inventory/ exports.
 // Prints each violation on one line and exits 1 when there is any.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -13,6 +15,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const ROOTS = ['index.ts', 'app.ts', 'primary-routes.ts', 'src', 'routes', 'plugins', 'schemas', 'cli'];
 const MAX_LINES = 400;
 const FRAMEWORK = /^(fastify|fastify-plugin|@fastify\/)/;
+const INVENTORY_HOME = 'src/inventory/';
+const INVENTORY_NAMES = new Set(['servers', 'clusters']);
 
 function sources(path) {
   const full = join(root, path);
@@ -20,10 +24,18 @@ function sources(path) {
   return readdirSync(full).flatMap((name) => sources(join(path, name)));
 }
 
-/** Every module specifier of a file: static imports and exports (type-only too) and dynamic `import()`. */
-function specifiers(file, text) {
+/**
+ * Every module specifier of a file (static imports and exports, type-only too, and dynamic `import()`), and the
+ * lines where a string literal is exactly one of the inventory's collection names.
+ */
+function scan(file, text) {
   const found = [];
+  const inventoryNames = [];
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
   const visit = (node) => {
+    if ((ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) && INVENTORY_NAMES.has(node.text)) {
+      inventoryNames.push(`${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}: '${node.text}'`);
+    }
     if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
       found.push(node.moduleSpecifier.text);
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) {
@@ -33,8 +45,8 @@ function specifiers(file, text) {
     }
     ts.forEachChild(node, visit);
   };
-  visit(ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true));
-  return found;
+  visit(source);
+  return { specifiers: found, inventoryNames };
 }
 
 const files = ROOTS.flatMap(sources).sort();
@@ -46,7 +58,9 @@ for (const file of files) {
   const lines = text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
   if (lines > MAX_LINES) problems.push(`${file}: ${lines} lines (at most ${MAX_LINES})`);
   const edges = [];
-  for (const specifier of specifiers(file, text)) {
+  const { specifiers, inventoryNames } = scan(file, text);
+  if (!file.startsWith(INVENTORY_HOME)) for (const at of inventoryNames) problems.push(`${file}:${at} names an inventory collection (use src/inventory/)`);
+  for (const specifier of specifiers) {
     if (file.startsWith('src/') && FRAMEWORK.test(specifier)) problems.push(`${file}: imports ${specifier} (src/ is framework-free)`);
     if (!specifier.startsWith('.')) continue;
     const target = relative(root, resolve(root, dirname(file), specifier)).replace(/\.js$/, '.ts');

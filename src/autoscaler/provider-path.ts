@@ -1,17 +1,15 @@
 import { newId } from '../db/ids.js';
-import type { Collection, Document } from '../db/types.js';
+import type { Collection } from '../db/types.js';
+import type { ClusterRecord, ServerRecord } from '../inventory/records.js';
 import type { ProviderPort } from '../manager/provider-port.js';
 import type { Clock } from '../runtime/clock.js';
-
-type ServerRecord = Document & { cluster_id?: string; infrastructure?: { cloud?: unknown; instanceId?: unknown } };
-type ClusterDocument = Document & { initialDeployment?: { cloud?: unknown; [field: string]: unknown } };
 
 export interface UnmanagedPathDeps {
   cluster: string;
   servers(): Collection<ServerRecord>;
   provider: ProviderPort;
   platformOrganization(): Promise<string | null>;
-  clusterDocument(): Promise<ClusterDocument | null>;
+  clusterDocument(): Promise<ClusterRecord | null>;
   /**
    * What a new server of this cluster needs besides its id, cluster and organization, as the deciding server
    * has it: the mesh secret, the store, the autoscaler settings.

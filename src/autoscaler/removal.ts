@@ -1,4 +1,5 @@
-import type { Document, Store } from '../db/types.js';
+import type { Store } from '../db/types.js';
+import { serverStatus } from '../inventory/servers.js';
 import { IpcError, type DeliveredEnvelope } from '../ipc/envelope.js';
 import { runHostCommand } from '../state/host-control.js';
 
@@ -19,8 +20,6 @@ export interface RemovalDeps {
   runCommand?: typeof runHostCommand;
 }
 
-type ServerRecord = Document & { master?: { status?: unknown } };
-
 /**
  * `autoscaler.remove`, the last step of a scale-in (SPEC 14.4), answered by the primary of the removed server:
  * it stops this Fleetplane server gracefully and exits 0, and powers the host off afterwards only when the
@@ -33,8 +32,7 @@ export function removalHandler(deps: RemovalDeps): (data: unknown, envelope: Del
   let removing = false;
   return async (_data, envelope) => {
     if (envelope.confirm !== deps.serverId) throw new IpcError('bad_request', `confirm must be this server's id ("${deps.serverId}")`, 'confirm');
-    const record = await deps.db.collection<ServerRecord>('servers').findOne({ _id: deps.serverId }, { projection: { master: 1 } });
-    const status = record?.master?.status;
+    const status = await serverStatus(deps.db, deps.serverId);
     if (status !== 'terminating') {
       throw new IpcError('bad_request', `this server's inventory record is ${typeof status === 'string' ? status : 'missing'}, not terminating: only a server its cluster is removing stops this way`);
     }

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import type { ClusterNode, Sample } from '../autoscaler/decide.js';
+import type { Sample } from '../autoscaler/decide.js';
+import { clusterNode } from '../autoscaler/inventory.js';
 import { unmanagedProviderPath } from '../autoscaler/provider-path.js';
 import { REMOVAL_METHOD } from '../autoscaler/removal.js';
 import { Autoscaler, type ScaleActions } from '../autoscaler/service.js';
@@ -8,7 +9,9 @@ import { ServerSampler } from '../autoscaler/signals.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import { StoreLease } from '../db/lease.js';
 import { embeddedStorePath } from '../db/open.js';
-import type { Document, Store } from '../db/types.js';
+import type { Store } from '../db/types.js';
+import { clusterOf, clusterRecords, serverRecords, SERVERS, type ClusterRecord } from '../inventory/records.js';
+import { terminatingServers } from '../inventory/servers.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { RequestResult } from '../ipc/handlers.js';
 import type { Manager } from '../manager/manager.js';
@@ -35,9 +38,6 @@ export interface AutoscalerBootDeps {
   notify?: (notice: { action: string; reason?: string }) => void;
 }
 
-type ServerRecord = Document & { cluster_id?: string; createdAt?: unknown; master?: { status?: unknown; createdAt?: unknown; startedAt?: unknown; servingSince?: unknown } };
-type ClusterDocument = Document & { autoscaler?: unknown; initialDeployment?: { cloud?: unknown } };
-
 /**
  * The decider lease lasts three intervals, and at least this long: a holder whose renewal is slowed by a busy host
  * or store keeps it; a holder that stops gracefully releases it at once, so only a crashed one is waited out.
@@ -45,39 +45,6 @@ type ClusterDocument = Document & { autoscaler?: unknown; initialDeployment?: { 
 const LEASE_MIN_TTL_MS = 5_000;
 
 const Samples = Type.Array(Type.Object({ at: Type.Number(), cpu: Type.Number(), memory: Type.Number() }), { maxItems: 3_600 });
-
-/** `starting`: created by a provider, not yet confirmed; it counts toward the size (SPEC 14.4). */
-function nodeStatus(status: unknown): ClusterNode['status'] {
-  if (status === 'running' || status === 'terminating' || status === 'failed') return status;
-  return status === 'starting' || status === 'pending' ? 'pending' : 'stopped';
-}
-
-const timeOf = (value: unknown): number => (typeof value === 'number' ? value : typeof value === 'string' ? Date.parse(value) : Number.NaN);
-
-function createdAt(record: ServerRecord): number {
-  for (const value of [record.master?.createdAt, record.master?.startedAt, record.createdAt]) {
-    const at = timeOf(value);
-    if (Number.isFinite(at)) return at;
-  }
-  return 0;
-}
-
-/**
- * A `running` record whose workers have not served yet (`servingSince: null`) is not confirmed: it counts toward
- * the size and holds the next action, as a created one does. A record without the field predates it: it has
- * served since it started.
- */
-function node(record: ServerRecord): ClusterNode {
-  const status = nodeStatus(record.master?.status);
-  const serving = record.master?.servingSince;
-  const servingSince = timeOf(serving === undefined ? record.master?.startedAt : serving);
-  return {
-    id: record._id,
-    status: status === 'running' && serving === null ? 'pending' : status,
-    createdAt: createdAt(record),
-    ...(Number.isFinite(servingSince) ? { servingSince } : {}),
-  };
-}
 
 /**
  * SPEC 14.4 in the primary: the `Autoscaler` over this server's store and the cluster's decider lease in it, the
@@ -97,12 +64,12 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     if (pids.get(workerId) === pid) pids.delete(workerId);
   });
   const sampler = new ServerSampler();
-  const servers = () => db.collection<ServerRecord>('servers');
+  const servers = () => serverRecords(db);
   const clusters = async () => {
     const platform = await deps.platformOrganization();
-    return platform ? db.forOrganization(platform).collection<ClusterDocument>('clusters') : undefined;
+    return platform ? clusterRecords(db.forOrganization(platform)) : undefined;
   };
-  const clusterDocument = async (): Promise<ClusterDocument | null> => (await (await clusters())?.findOne({ $or: [{ _id: cluster }, { name: cluster }] })) ?? null;
+  const clusterDocument = async (): Promise<ClusterRecord | null> => (await (await clusters())?.findOne(clusterOf(cluster))) ?? null;
   const setPaused = async (paused: boolean) => {
     const document = await clusterDocument();
     if (!document || document.autoscaler === undefined) throw new IpcError('bad_request', `cluster ${cluster} has no autoscaler section in its document: there is nothing to ${paused ? 'pause' : 'resume'}`);
@@ -176,8 +143,8 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
       if (await onMaster(target, REMOVAL_METHOD, { confirm: target })) log.info({ server: target }, `autoscaler stopped ${target}`);
     },
     sweep: async () => {
-      const filter = { cluster_id: cluster, 'master.status': 'terminating' };
-      if (manager.managed) await manager.send({ method: 'object.delete', collection: 'servers', filter });
+      const filter = terminatingServers(cluster);
+      if (manager.managed) await manager.send({ method: 'object.delete', collection: SERVERS, filter });
       return (await servers().deleteMany(filter)).deletedCount;
     },
   };
@@ -199,7 +166,7 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     sweepIntervalMs: config.autoscaler.sweepIntervalMs,
     sample: () => sampler.sample([process.pid, ...pids.values()]),
     inventory: {
-      nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map(node),
+      nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map(clusterNode),
       policy: async () => (await clusterDocument())?.autoscaler,
       setPaused,
       organizationInactive: () => organizationInactive,

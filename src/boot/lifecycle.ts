@@ -4,7 +4,7 @@ import { NodeLifecycle } from '../lifecycle/node-lifecycle.js';
 import type { LifecycleLog } from '../lifecycle/ports.js';
 import type { RoutingDeps } from '../lifecycle/routing.js';
 import { onFleetReady, type ReadinessSource } from '../lifecycle/startup-readiness.js';
-import { saveInventorySection } from '../mesh/inventory.js';
+import { saveInventorySection } from '../inventory/servers.js';
 import { registerReservationControl } from '../repositories/control.js';
 import type { SecretOpener } from '../secrets/keyring.js';
 import type { Manager, UploadCompletion } from '../manager/manager.js';

@@ -3,6 +3,7 @@ import { assertCollectionDocument } from '../db/documents.js';
 import { applyUpdate } from '../db/updates.js';
 import type { Filter, Store, Update } from '../db/types.js';
 import type { AuthorizedUser } from '../auth/envelope.js';
+import { INVENTORY_COLLECTIONS } from '../inventory/records.js';
 import type { CrudEnvelope } from './envelope.js';
 import { CrudError } from './errors.js';
 
@@ -11,7 +12,7 @@ import { CrudError } from './errors.js';
  * configuration): written only by keys of the platform organization. `organizations` has no tenant scope at
  * all and is read through `organizationsView` instead.
  */
-export const PLATFORM_COLLECTIONS: ReadonlySet<string> = new Set(['organizations', 'servers', 'clusters', 'servers_config', 'repository_upload_reservations']);
+export const PLATFORM_COLLECTIONS: ReadonlySet<string> = new Set(['organizations', ...INVENTORY_COLLECTIONS, 'servers_config', 'repository_upload_reservations']);
 
 /** The caller of a CRUD envelope, as authorization resolved it. */
 export interface CrudCaller {

@@ -2,6 +2,7 @@ import { DocumentTooLargeError, DuplicateKeyError, ScopeError, StoreError } from
 import type { Collection, Document, Filter, Store, Update } from '../db/types.js';
 import { serializeDocument } from '../db/validate.js';
 import { assertCollectionDocument } from '../db/documents.js';
+import { CLUSTERS } from '../inventory/records.js';
 import { DEFAULT_READ_LIMIT, parseCrudEnvelope, type CrudEnvelope } from './envelope.js';
 import { admitCollection, assertTenantCollectionName, DEFAULT_MAX_COLLECTIONS } from './collections.js';
 import { CrudError } from './errors.js';
@@ -40,7 +41,7 @@ async function create(
     try {
       serializeDocument(document);
       assertCollectionDocument(name, { _id: 'checked', ...document, organization_id: 'checked' });
-      if (name === 'clusters') assertClusterPolicy(document);
+      if (name === CLUSTERS) assertClusterPolicy(document);
     } catch (error) {
       const mapped = asCrudError(error);
       if (mapped instanceof CrudError) throw new CrudError(mapped.code, `documents.${index}: ${mapped.message}`, mapped.statusCode);
@@ -84,7 +85,7 @@ async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope,
       return { documents: found.map((document) => redactSecrets(name, document)) };
     }
     case 'object.update': {
-      if (name === 'clusters') return updateClusters(collection, envelope.filter as Filter, envelope.update as Update);
+      if (name === CLUSTERS) return updateClusters(collection, envelope.filter as Filter, envelope.update as Update);
       const { matchedCount, modifiedCount } = await collection.updateMany(envelope.filter as Filter, envelope.update as Update);
       return { matchedCount, modifiedCount };
     }

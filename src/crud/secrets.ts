@@ -1,3 +1,4 @@
+import { SERVERS } from '../inventory/records.js';
 import { CrudError } from './errors.js';
 
 export const REDACTED = '[redacted]';
@@ -42,6 +43,6 @@ export function redactSecrets<T extends Record<string, unknown>>(collection: str
     return { ...document, verify: { ...document.verify, secret: REDACTED } };
   }
   if (collection === 'servers_config' && typeof document.key === 'string') return { ...document, key: REDACTED };
-  if (collection === 'servers' && isRecord(document.manager) && 'apiKey' in document.manager) return { ...document, manager: { ...document.manager, apiKey: REDACTED } };
+  if (collection === SERVERS && isRecord(document.manager) && 'apiKey' in document.manager) return { ...document, manager: { ...document.manager, apiKey: REDACTED } };
   return document;
 }

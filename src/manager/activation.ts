@@ -1,5 +1,7 @@
 import type { Store } from '../db/types.js';
-import type { ClusterRecord, CreateServerInput } from './fleet.js';
+import { clusterRecords } from '../inventory/records.js';
+import { countRunning } from '../inventory/servers.js';
+import type { CreateServerInput } from './fleet.js';
 import type { ManagerLog } from './log.js';
 
 export interface ActivationDeps {
@@ -26,10 +28,10 @@ export class PlatformActivation {
     const scope = this.deps.store.forOrganization(this.deps.platformOrganization);
     try {
       if (organizationId === this.deps.platformOrganization) return 'unmanaged';
-      const cluster = await scope.collection<ClusterRecord & { _id: string }>('clusters').findOne({ 'manager.for': organizationId, 'manager.organization_id': this.deps.platformOrganization });
+      const cluster = await clusterRecords(scope).findOne({ 'manager.for': organizationId, 'manager.organization_id': this.deps.platformOrganization });
       if (!cluster) return 'unmanaged';
       if (this.creating.has(cluster._id)) return 'busy';
-      const running = await scope.collection('servers').countDocuments({ cluster_id: cluster._id, 'master.status': 'running' });
+      const running = await countRunning(scope, cluster._id);
       if (running > 0) return 'running';
       this.creating.add(cluster._id);
       try {

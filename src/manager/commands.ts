@@ -1,10 +1,12 @@
 import type { AuthorizedEnvelope } from '../auth/envelope.js';
 import { ScopeError, StoreError } from '../db/errors.js';
 import { isPlainObject } from '../db/validate.js';
-import type { Collection, Document, Filter, Store, Update } from '../db/types.js';
+import type { Collection, Filter, Store, Update } from '../db/types.js';
+import { CLUSTERS, clusterRecords, SERVERS, type ClusterRecord, type Deployment } from '../inventory/records.js';
+import { clusterOfIssuedKey } from '../inventory/servers.js';
 import { MANAGER_COLLECTIONS, MANAGER_METHODS, type ManagerMethod } from './envelope.js';
 import { ManagerError, clusterRefused } from './errors.js';
-import type { ClusterRecord, Deployment, ManagedFleet } from './fleet.js';
+import type { ManagedFleet } from './fleet.js';
 import type { ApiSend } from './provider-port.js';
 import { isProviderRequest, sendProviderRequest } from './provider-request.js';
 
@@ -90,8 +92,7 @@ export class ManagerCommands {
   private async boundCluster(scope: ReturnType<Store['forOrganization']>, keyId: string): Promise<string | null> {
     const key = await scope.collection('keys').findOne({ _id: keyId }, { projection: { cluster_id: 1 } });
     if (typeof key?.cluster_id === 'string') return key.cluster_id;
-    const record = await scope.collection('servers').findOne({ 'manager.key_id': keyId }, { projection: { cluster_id: 1 } });
-    return record ? String(record.cluster_id) : null;
+    return clusterOfIssuedKey(scope, keyId);
   }
 
   private async cluster(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope, bound: string | null): Promise<ClusterRecord> {
@@ -99,7 +100,7 @@ export class ManagerCommands {
     const id = typeof given === 'string' ? given : isPlainObject(given) && typeof given._id === 'string' ? given._id : undefined;
     if (!id) throw new ManagerError('invalid_envelope', 'cluster: is required (the cluster id)', 400);
     if (bound !== null && bound !== id) throw clusterRefused();
-    const cluster = await scope.collection<ClusterRecord & Document>('clusters').findOne({ _id: id });
+    const cluster = await clusterRecords(scope).findOne({ _id: id });
     if (!cluster) throw clusterRefused();
     return cluster;
   }
@@ -124,7 +125,7 @@ export class ManagerCommands {
   /** A bound key's filter can only narrow to its own cluster's documents. */
   private boundFilter(name: string, filter: Filter, bound: string | null): Filter {
     if (bound === null) return filter;
-    return { $and: [filter, name === 'servers' ? { cluster_id: bound } : { _id: bound }] };
+    return { $and: [filter, name === SERVERS ? { cluster_id: bound } : { _id: bound }] };
   }
 
   private async update(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope, bound: string | null): Promise<Record<string, unknown>> {
@@ -141,7 +142,7 @@ export class ManagerCommands {
       }
     }
     const scoped = this.boundFilter(name, filter, bound);
-    const status = name === 'servers' ? statusWritten(update as Update) : undefined;
+    const status = name === SERVERS ? statusWritten(update as Update) : undefined;
     if (status === undefined) {
       const result = await collection.updateMany(scoped, update as Update);
       return { matchedCount: result.matchedCount, modifiedCount: result.modifiedCount };
@@ -156,9 +157,9 @@ export class ManagerCommands {
   private async delete(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope, bound: string | null): Promise<Record<string, unknown>> {
     const { name, collection } = this.collection(scope, envelope);
     if (!isPlainObject(envelope.filter)) throw new ManagerError('invalid_envelope', 'filter: is required, an object', 400);
-    if (bound !== null && name === 'clusters') throw new ManagerError('protected_field', 'clusters: a server\'s key cannot delete its cluster', 403);
+    if (bound !== null && name === CLUSTERS) throw new ManagerError('protected_field', 'clusters: a server\'s key cannot delete its cluster', 403);
     const filter = this.boundFilter(name, envelope.filter, bound);
-    if (name !== 'servers') return { deletedCount: (await collection.deleteMany(filter)).deletedCount };
+    if (name !== SERVERS) return { deletedCount: (await collection.deleteMany(filter)).deletedCount };
     // A server whose record goes is gone: the key the parent gave it goes with it.
     const records = await collection.find(filter, { projection: { _id: 1, manager: 1 } });
     if (records.length === 0) return { deletedCount: 0 };

@@ -1,5 +1,6 @@
 import type { ResolvedConfig } from '../config/schema.js';
 import type { Store } from '../db/types.js';
+import { serverRecords, SERVERS, type ServerRecord } from '../inventory/records.js';
 import type { SecretOpener, SecretPlace } from '../secrets/keyring.js';
 
 /**
@@ -23,10 +24,8 @@ export interface ConnectionDeps {
   log?: { warn(details: Record<string, unknown>, message: string): void };
 }
 
-type ServerRecord = { _id: string; organization_id?: unknown; manager?: { organization_id?: unknown; host?: unknown; apiKey?: unknown } };
-
 /** Where the key is stored: sealed for the record's organization, in the servers collection (SPEC 7.2). */
-export const managerKeyPlace = (organizationId: string): SecretPlace => ({ organizationId, collection: 'servers', path: ['manager', 'apiKey'] });
+export const managerKeyPlace = (organizationId: string): SecretPlace => ({ organizationId, collection: SERVERS, path: ['manager', 'apiKey'] });
 
 const text = (value: unknown): string | undefined => (typeof value === 'string' && value.length > 0 ? value : undefined);
 
@@ -38,7 +37,7 @@ const text = (value: unknown): string | undefined => (typeof value === 'string' 
  */
 export async function resolveConnection(config: ResolvedConfig['manager'], store: Store | undefined, serverId: string, deps: Omit<ConnectionDeps, 'config' | 'store' | 'serverId'> = {}): Promise<ManagerConnection> {
   const configured = text(config.organizationId) && text(config.host) && text(config.apiKey);
-  const record = configured || !store ? null : await store.collection<ServerRecord>('servers').findOne({ _id: serverId }, { projection: { organization_id: 1, manager: 1 } });
+  const record = configured || !store ? null : await serverRecords(store).findOne({ _id: serverId }, { projection: { organization_id: 1, manager: 1 } });
   const organization = text(config.organizationId) ?? text(record?.manager?.organization_id);
   const host = text(config.host) ?? text(record?.manager?.host);
   if (!organization || !host) return { organization_id: null, host: null };
@@ -75,7 +74,7 @@ function storedKey(record: ServerRecord, deps: Pick<ConnectionDeps, 'secrets'>):
  */
 export async function persistConnection(store: Store, serverId: string, owner: string | null, connection: ManagerConnection, secrets: SecretOpener): Promise<boolean> {
   if (!owner || !connection.organization_id || !connection.host || !connection.apiKey) return false;
-  const servers = store.collection<ServerRecord>('servers');
+  const servers = serverRecords(store);
   const record = await servers.findOne({ _id: serverId }, { projection: { organization_id: 1, manager: 1 } });
   if (record && record.organization_id === owner && record.manager?.organization_id === connection.organization_id && record.manager?.host === connection.host) {
     if (storedKey(record, { secrets }) === connection.apiKey) return false;

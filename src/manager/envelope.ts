@@ -1,10 +1,11 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { INVENTORY_COLLECTIONS, SERVERS } from '../inventory/records.js';
 
 /** SPEC 13.3: what `/manager` does. Keys are authorized for `manager.<method>` (a `manager` grant covers all). */
 export const MANAGER_METHODS = ['object.update', 'object.delete', 'createServer', 'terminateServer'] as const;
 export type ManagerMethod = (typeof MANAGER_METHODS)[number];
-/** Collections the manager writes in the parent scope. */
-export const MANAGER_COLLECTIONS = ['servers', 'clusters'] as const;
+/** Collections the manager writes in the parent scope: the inventory's. */
+export const MANAGER_COLLECTIONS = INVENTORY_COLLECTIONS;
 
 const Id = Type.String({ minLength: 1, maxLength: 256 });
 const Deployment = Type.Object(
@@ -31,7 +32,7 @@ export const ManagerEnvelope = Type.Object(
     $id: 'ManagerEnvelope',
     examples: [
       { method: 'createServer', cluster: '0190c0ffee0000c1a5', deployment: { cloud: 'local', workers: 1 } },
-      { method: 'object.update', collection: 'servers', filter: { _id: '0190c0ffee0000b0b0' }, update: { $set: { 'master.status': 'running' } } },
+      { method: 'object.update', collection: SERVERS, filter: { _id: '0190c0ffee0000b0b0' }, update: { $set: { 'master.status': 'running' } } },
       { api: 'hetzner', endpoint: 'create-instance', method: 'post', data: { cluster_id: '0190c0ffee0000c1a5', server_type: 'cx22' } },
     ],
   },

@@ -1,32 +1,14 @@
 import { ApiError } from '../api/errors.js';
 import type { Store } from '../db/types.js';
 import { newId } from '../db/ids.js';
+import { clusterRecords, serverRecords, type ClusterRecord, type Deployment } from '../inventory/records.js';
+import { serverStatus } from '../inventory/servers.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminationCleanup } from './cleanup.js';
 import { ManagerError } from './errors.js';
 import type { ManagerLog } from './log.js';
 import type { ProviderPort } from './provider-port.js';
 import { StartupWatchdog } from './watchdog.js';
-
-/** A managed cluster as the parent stores it (collection `clusters`, platform scope). */
-export interface ClusterRecord {
-  _id: string;
-  organization_id: string;
-  name?: string;
-  /** Who manages it and for whom: the platform organization, the parent's host, the tenant organization. */
-  manager?: { organization_id?: string; host?: string; for?: string };
-  initialDeployment?: Deployment;
-  /** The tenant cluster's own store: an embedded file or a MongoDB URL shared by its servers. */
-  store?: { path?: string; mongodbUrl?: string; database?: string };
-  mesh?: { secret?: string };
-  [field: string]: unknown;
-}
-
-/** Where and how a server is made: `cloud` names the provider API; the rest is the provider's business. */
-export interface Deployment {
-  cloud: string;
-  [field: string]: unknown;
-}
 
 export interface CreateServerInput {
   cluster: ClusterRecord;
@@ -77,10 +59,6 @@ export interface FleetDeps {
   cleanupDelayMs: number;
 }
 
-type ServerRecord = { _id: string; cluster_id?: string; master?: { status?: string }; infrastructure?: { cloud?: string; instanceId?: string }; manager?: { key_id?: string } };
-
-const SERVERS = 'servers';
-
 /**
  * SPEC 13.3: the parent's `createServer` and `terminateServer`. Both inventories (the platform's and the tenant
  * cluster's) hold the same server and cluster ids; every lifecycle status is written to both before the
@@ -95,7 +73,7 @@ export class ManagedFleet {
       clock: deps.clock,
       timeoutMs: deps.startupTimeoutMs,
       log: deps.log,
-      persistedStatus: async (serverId) => (await this.platformServers().findOne({ _id: serverId }, { projection: { master: 1 } }))?.master?.status,
+      persistedStatus: (serverId) => serverStatus(this.platformScope(), serverId),
     });
     this.cleanup = new TerminationCleanup({ clock: deps.clock, delayMs: deps.cleanupDelayMs, log: deps.log, deleteServer: (serverId) => this.deleteServer(serverId) });
   }
@@ -186,9 +164,10 @@ export class ManagedFleet {
     if (!record) return;
     const cluster = record.cluster_id ? await this.clusters().findOne({ _id: record.cluster_id }) : null;
     const tenantStore = cluster ? await this.deps.tenantStore(cluster) : undefined;
-    await tenantStore?.collection(SERVERS).deleteOne({ _id: serverId });
+    if (tenantStore) await serverRecords(tenantStore).deleteOne({ _id: serverId });
     await this.platformServers().deleteOne({ _id: serverId });
-    if (record.manager?.key_id) await this.deps.keys.revoke(record.manager.key_id);
+    const keyId = record.manager?.key_id;
+    if (typeof keyId === 'string' && keyId) await this.deps.keys.revoke(keyId);
   }
 
   /** The platform copy and the tenant copy (same ids), both `starting`, before any provider is asked. */
@@ -201,7 +180,8 @@ export class ManagedFleet {
       deployment,
       manager: { key_id: keyId, for: tenant },
     });
-    await tenantStore?.collection(SERVERS).updateOne(
+    if (!tenantStore) return;
+    await serverRecords(tenantStore).updateOne(
       { _id: serverId },
       { $set: { organization_id: tenant, cluster_id: cluster._id, 'master.status': 'starting', 'master.createdAt': startedAt, manager: { organization_id: this.deps.platformOrganization, host: this.deps.parentHost } } },
       { upsert: true },
@@ -225,7 +205,7 @@ export class ManagedFleet {
   private async markBoth(serverId: string, cluster: ClusterRecord, set: Record<string, unknown>): Promise<void> {
     await this.platformServers().updateOne({ _id: serverId }, { $set: set });
     const tenantStore = await this.deps.tenantStore(cluster);
-    await tenantStore?.collection(SERVERS).updateOne({ _id: serverId }, { $set: set });
+    if (tenantStore) await serverRecords(tenantStore).updateOne({ _id: serverId }, { $set: set });
   }
 
   private providerFailure(action: string, serverId: string, cloud: string, error: unknown): ManagerError {
@@ -237,12 +217,16 @@ export class ManagedFleet {
     return new ManagerError('provider_failed', `provider "${cloud}" could not ${action} server ${serverId}${shown}`, 502, { cause: error });
   }
 
+  private platformScope() {
+    return this.deps.store.forOrganization(this.deps.platformOrganization);
+  }
+
   private platformServers() {
-    return this.deps.store.forOrganization(this.deps.platformOrganization).collection<ServerRecord & { _id: string }>(SERVERS);
+    return serverRecords(this.platformScope());
   }
 
   private clusters() {
-    return this.deps.store.forOrganization(this.deps.platformOrganization).collection<ClusterRecord>('clusters');
+    return clusterRecords(this.platformScope());
   }
 }
 

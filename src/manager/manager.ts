@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
 import type { AuthorizedEnvelope } from '../auth/envelope.js';
 import type { ResolvedConfig } from '../config/schema.js';
+import { CLUSTERS, SERVERS } from '../inventory/records.js';
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import { managerUrl, type ManagerConnection } from './connection.js';
 import { MANAGES_NO_FLEET, ManagerError } from './errors.js';
@@ -109,7 +110,7 @@ export class Manager {
     // Only the section: where the record belongs is the parent's to say (its copy was made with the cluster).
     const set: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(fields)) if (value !== undefined) set[`${section}.${name}`] = value;
-    const envelope = { method: 'object.update', collection: 'servers', filter: { _id: serverId }, update: { $set: set } };
+    const envelope = { method: 'object.update', collection: SERVERS, filter: { _id: serverId }, update: { $set: set } };
     this.mirror(envelope, { server: serverId, section }, 'mirroring an inventory save to the manager');
   }
 
@@ -122,7 +123,7 @@ export class Manager {
     const at = `repositories.${patch.index}`;
     const envelope = {
       method: 'object.update',
-      collection: 'clusters',
+      collection: CLUSTERS,
       filter: { _id: patch.cluster_id, [`${at}.url`]: patch.url },
       update: { $set: { [`${at}.initialUpload.completed`]: true, [`${at}.initialUpload.completedAt`]: patch.completedAt } },
     };

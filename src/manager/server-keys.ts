@@ -1,5 +1,6 @@
 import { createKey, revokeKey } from '../auth/keys.js';
 import type { Store } from '../db/types.js';
+import { issuedKeys } from '../inventory/servers.js';
 import type { ServerKeys } from './fleet.js';
 
 /**
@@ -24,12 +25,10 @@ export function platformServerKeys(store: Store, platformOrganization: string): 
  */
 export async function bindIssuedKeys(store: Store, platformOrganization: string): Promise<number> {
   const scope = store.forOrganization(platformOrganization);
-  const servers = await scope.collection('servers').find({ 'manager.key_id': { $exists: true } }, { projection: { cluster_id: 1, manager: 1 }, limit: 0 });
   let bound = 0;
-  for (const record of servers) {
-    const keyId = (record.manager as { key_id?: unknown } | undefined)?.key_id;
-    if (typeof keyId !== 'string' || typeof record.cluster_id !== 'string') continue;
-    const result = await scope.collection('keys').updateOne({ _id: keyId, cluster_id: { $exists: false } }, { $set: { cluster_id: record.cluster_id } });
+  for (const { keyId, clusterId } of await issuedKeys(scope)) {
+    if (typeof keyId !== 'string' || typeof clusterId !== 'string') continue;
+    const result = await scope.collection('keys').updateOne({ _id: keyId, cluster_id: { $exists: false } }, { $set: { cluster_id: clusterId } });
     bound += result.modifiedCount;
   }
   return bound;

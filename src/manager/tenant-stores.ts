@@ -1,6 +1,6 @@
 import { openStore } from '../db/open.js';
 import type { Store } from '../db/types.js';
-import type { ClusterRecord } from './fleet.js';
+import type { ClusterRecord } from '../inventory/records.js';
 
 /**
  * The stores of the tenant clusters a parent manages, opened on first use and kept: one per embedded file or

@@ -4,7 +4,7 @@ export interface WatchdogDeps {
   clock: Clock;
   timeoutMs: number;
   /** The server's persisted `master.status` on the parent, read once at timeout. */
-  persistedStatus(serverId: string): Promise<string | undefined>;
+  persistedStatus(serverId: string): Promise<unknown>;
   log: { warn(details: Record<string, unknown>, message: string): void };
 }
 
@@ -61,7 +61,7 @@ export class StartupWatchdog {
 
   private async expire(serverId: string): Promise<void> {
     if (!this.watching.delete(serverId)) return;
-    let status: string | undefined;
+    let status: unknown;
     try {
       status = await this.deps.persistedStatus(serverId);
     } catch {

@@ -44,13 +44,6 @@ class Refusal extends Error {
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/**
- * The cluster document of `server.cluster` in the platform organization: the one whose `_id` is the cluster id
- * (a managed server's, which the parent sets), or whose `name` is (a cluster written through `/crud`, which
- * assigns the id), as the autoscaler finds it.
- */
-export const clusterDocumentFilter = (clusterId: string, organizationId: string) => ({ $or: [{ _id: clusterId }, { name: clusterId }], organization_id: organizationId });
-
 /** `https://host/owner/project.git`, `ssh://git@host/owner/project.git`, `git@host:owner/project.git` or a local path. */
 export function repositoryName(url: string): string {
   const last = url.replace(/[/\\]+$/, '').split(/[/:\\]/).at(-1) ?? '';

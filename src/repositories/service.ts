@@ -3,7 +3,8 @@ import type { LifecycleLog, NodeScope } from '../lifecycle/ports.js';
 import type { SecretOpener } from '../secrets/keyring.js';
 import { commitAndPush, prepareCheckout, type PrepareOutcome } from './checkout.js';
 import { RepositoryCredentials } from './credentials.js';
-import { clusterDocumentFilter, parseRepositories, type RepositoryEntry } from './entries.js';
+import { clusterOf, clusterRecords } from '../inventory/records.js';
+import { parseRepositories, type RepositoryEntry } from './entries.js';
 import { systemGit, type GitRunner } from './git.js';
 
 export const REPOSITORY_ROOT_ENV = 'SERVER_REPOSITORY_ROOT';
@@ -56,7 +57,7 @@ export class RepositoryService {
   /** Reads the cluster document and prepares every enabled checkout; a failing entry never stops the others. */
   async prepare(): Promise<readonly PreparedRepository[]> {
     const { deps } = this;
-    const cluster = await deps.store.collection('clusters').findOne(clusterDocumentFilter(deps.clusterId, deps.organizationId));
+    const cluster = await clusterRecords(deps.store).findOne(clusterOf(deps.clusterId, deps.organizationId));
     const parsed = parseRepositories(cluster?.repositories, deps.projectRoot);
     for (const refused of parsed.refused) deps.log.error({ ...refused }, 'repository entry refused');
     if (parsed.conflict) {

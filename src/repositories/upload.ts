@@ -1,5 +1,6 @@
 import type { LifecycleLog, NodeScope } from '../lifecycle/ports.js';
-import { clusterDocumentFilter, type RepositoryEntry } from './entries.js';
+import { clusterOf, clusterRecords } from '../inventory/records.js';
+import type { RepositoryEntry } from './entries.js';
 import { GitError, runCommand } from './git.js';
 import { claimUpload, releaseUpload, type ReservationKey } from './reservations.js';
 
@@ -112,7 +113,7 @@ export class InitialUpload {
     const { index } = await this.#entryIndex(url);
     if (index < 0) return undefined;
     const at = `repositories.${index}`;
-    const { matchedCount } = await this.deps.store.collection('clusters').updateOne(
+    const { matchedCount } = await clusterRecords(this.deps.store).updateOne(
       { ...this.#clusterFilter(), [`${at}.url`]: url },
       { $set: { [`${at}.initialUpload.completed`]: true, [`${at}.initialUpload.completedAt`]: completedAt } },
     );
@@ -120,12 +121,12 @@ export class InitialUpload {
   }
 
   #clusterFilter() {
-    return clusterDocumentFilter(this.deps.clusterId, this.deps.organizationId);
+    return clusterOf(this.deps.clusterId, this.deps.organizationId);
   }
 
   /** Where the entry of `url` sits in the stored list now, and whether it is already marked completed. */
   async #entryIndex(url: string): Promise<{ index: number; completed: boolean }> {
-    const cluster = await this.deps.store.collection('clusters').findOne(this.#clusterFilter());
+    const cluster = await clusterRecords(this.deps.store).findOne(this.#clusterFilter());
     const list = Array.isArray(cluster?.repositories) ? (cluster.repositories as Array<{ url?: unknown; initialUpload?: { completed?: unknown } }>) : [];
     const index = list.findIndex((item) => item?.url === url);
     return { index, completed: index >= 0 && list[index]?.initialUpload?.completed === true };

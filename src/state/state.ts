@@ -7,7 +7,7 @@ import type { ServerStatus, WorkerStatus } from '../runtime/status.js';
 import type { ServerEmitter } from '../runtime/events.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { Store } from '../db/types.js';
-import { saveInventorySection, type InventorySaveResult } from '../mesh/inventory.js';
+import { saveInventorySection, type InventorySaveResult } from '../inventory/servers.js';
 import { assertHostControlAllowed, runHostCommand } from './host-control.js';
 
 export const STATE_CHANNEL = 'state';

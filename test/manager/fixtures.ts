@@ -1,6 +1,7 @@
 import { createOrganization } from '../../src/auth/organizations.js';
 import { platformServerKeys } from '../../src/manager/server-keys.js';
-import { ManagedFleet, type ClusterRecord } from '../../src/manager/fleet.js';
+import { ManagedFleet } from '../../src/manager/fleet.js';
+import type { ClusterRecord } from '../../src/inventory/records.js';
 import type { ProviderPort, ProviderRequest } from '../../src/manager/provider-port.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { testStore } from '../auth/fixtures/tenants.js';

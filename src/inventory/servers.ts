@@ -1,10 +1,5 @@
-import type { Document, Store } from '../db/types.js';
-import type { PeerTarget } from './dialer.js';
-
-export const SERVERS = 'servers';
-
-/** Lifecycle states owned by other subsystems (scale-in, failure handling): a save must not overwrite them. */
-const HELD_STATUSES = new Set(['terminating', 'failed']);
+import type { Store } from '../db/types.js';
+import { isHeldStatus, serverRecords, type InventoryScope } from './records.js';
 
 export interface InventorySaveResult {
   saved: boolean;
@@ -12,7 +7,12 @@ export interface InventorySaveResult {
   skipped?: string;
 }
 
-type ServerRecord = Document & { cluster_id?: string; organization_id?: string; master?: { status?: string; meshUrl?: unknown; startedAt?: unknown } };
+/** A server this one may dial: its id, its mesh URL and when its primary started. */
+export interface RunningPeer {
+  id: string;
+  url: string;
+  startedAt?: string;
+}
 
 /**
  * SPEC 7.4: writes one process's section of this server's `servers` document (the primary `master`, a worker
@@ -20,10 +20,10 @@ type ServerRecord = Document & { cluster_id?: string; organization_id?: string; 
  * marked terminating or failed is left as it is, and a stopping server does not create its record again.
  */
 export async function saveInventorySection(db: Store, serverId: string, cluster: string, section: string, fields: Record<string, unknown>, owner?: string): Promise<InventorySaveResult> {
-  const servers = db.collection<ServerRecord>(SERVERS);
+  const servers = serverRecords(db);
   const current = await servers.findOne({ _id: serverId }, { projection: { master: 1 } });
   const held = current?.master?.status;
-  if (held && HELD_STATUSES.has(held)) return { saved: false, skipped: `the record is ${held}` };
+  if (held && isHeldStatus(held)) return { saved: false, skipped: `the record is ${held}` };
   // A server going down never creates its record: one deleted under it (swept once its termination was
   // accepted) stays deleted rather than coming back as a `stopped` record nobody removes.
   if (!current && section === 'master' && fields.status === 'stopped') return { saved: false, skipped: 'the record is gone and this server is stopping' };
@@ -54,10 +54,10 @@ export function dialableMeshUrl(value: unknown): string | undefined {
  * per pair), from records of its platform organization only (or written before owners were recorded, when no
  * tenant could be told apart), with a dialable mesh URL.
  */
-export async function runningPeers(db: Store, self: string, cluster: string, owner?: string | null): Promise<PeerTarget[]> {
+export async function runningPeers(db: Store, self: string, cluster: string, owner?: string | null): Promise<RunningPeer[]> {
   const filter = { cluster_id: cluster, 'master.status': 'running', ...(owner ? { $or: [{ organization_id: owner }, { organization_id: { $exists: false } }] } : {}) };
-  const records = await db.collection<ServerRecord>(SERVERS).find(filter, { sort: { _id: 1 } });
-  const peers: PeerTarget[] = [];
+  const records = await serverRecords(db).find(filter, { sort: { _id: 1 } });
+  const peers: RunningPeer[] = [];
   for (const record of records) {
     const url = dialableMeshUrl(record.master?.meshUrl);
     if (record._id >= self || !url) continue;
@@ -65,4 +65,29 @@ export async function runningPeers(db: Store, self: string, cluster: string, own
     peers.push({ id: record._id, url, ...(typeof startedAt === 'string' ? { startedAt } : {}) });
   }
   return peers;
+}
+
+/** A server's `master.status` as its record holds it; undefined when there is no record or no status. */
+export async function serverStatus(scope: InventoryScope, serverId: string): Promise<unknown> {
+  return (await serverRecords(scope).findOne({ _id: serverId }, { projection: { master: 1 } }))?.master?.status;
+}
+
+/** How many servers of a cluster are `running`. */
+export function countRunning(scope: InventoryScope, clusterId: string): Promise<number> {
+  return serverRecords(scope).countDocuments({ cluster_id: clusterId, 'master.status': 'running' });
+}
+
+/** The records of a cluster's servers that a scale-in marked `terminating`: the sweep deletes them. */
+export const terminatingServers = (cluster: string) => ({ cluster_id: cluster, 'master.status': 'terminating' });
+
+/** The cluster of the server a parent issued a key to (its record names the key), or null when none does. */
+export async function clusterOfIssuedKey(scope: InventoryScope, keyId: string): Promise<string | null> {
+  const record = await serverRecords(scope).findOne({ 'manager.key_id': keyId }, { projection: { cluster_id: 1 } });
+  return record ? String(record.cluster_id) : null;
+}
+
+/** Every server record naming a key its parent issued: the key id and the record's cluster. */
+export async function issuedKeys(scope: InventoryScope): Promise<Array<{ keyId: unknown; clusterId: unknown }>> {
+  const records = await serverRecords(scope).find({ 'manager.key_id': { $exists: true } }, { projection: { cluster_id: 1, manager: 1 }, limit: 0 });
+  return records.map((record) => ({ keyId: record.manager?.key_id, clusterId: record.cluster_id }));
 }

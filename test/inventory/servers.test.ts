@@ -2,7 +2,8 @@ import t, { type Test } from 'tap';
 import path from 'node:path';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { ensureStandardIndexes } from '../../src/db/open.js';
-import { runningPeers, saveInventorySection } from '../../src/mesh/inventory.js';
+import { clusterOf, clusterRecords, isHeldStatus } from '../../src/inventory/records.js';
+import { clusterOfIssuedKey, countRunning, issuedKeys, runningPeers, saveInventorySection, serverStatus, terminatingServers } from '../../src/inventory/servers.js';
 import { tempDir } from '../helpers/server-process.js';
 
 async function store(t: Test): Promise<EmbeddedStore> {
@@ -71,4 +72,48 @@ t.test('discovery trusts only records of the platform organization (or written b
     await servers.insertOne({ _id: id, cluster_id: 'blue', master: { status: 'running', meshUrl: url } });
   }
   t.same((await runningPeers(db, 'z', 'blue', 'platform-org')).map((peer) => peer.id), ['a', 'b'], "a tenant's planted record and undialable URLs are skipped");
+});
+
+t.test("a server's status, a cluster's running count and its terminating records, as the autoscaler and the manager read them", async (t) => {
+  const db = await store(t);
+  const servers = db.collection('servers');
+  await servers.insertOne({ _id: 'a', cluster_id: 'blue', master: { status: 'running' } });
+  await servers.insertOne({ _id: 'b', cluster_id: 'blue', master: { status: 'terminating' } });
+  await servers.insertOne({ _id: 'c', cluster_id: 'blue', master: { status: 'running' } });
+  await servers.insertOne({ _id: 'd', cluster_id: 'green', master: { status: 'running' } });
+  await servers.insertOne({ _id: 'e', cluster_id: 'green', master: { status: 'terminating' } });
+  await servers.insertOne({ _id: 'f', cluster_id: 'blue' });
+  t.equal(await serverStatus(db, 'b'), 'terminating');
+  t.equal(await serverStatus(db, 'f'), undefined, 'a record without a status');
+  t.equal(await serverStatus(db, 'nobody'), undefined, 'no record');
+  t.equal(await countRunning(db, 'blue'), 2);
+  t.equal(await countRunning(db, 'none'), 0);
+  t.same((await servers.find(terminatingServers('blue'))).map((record) => record._id), ['b'], "only the cluster's own terminating records");
+  t.ok(isHeldStatus('terminating') && isHeldStatus('failed'), 'terminating and failed are held');
+  t.notOk(isHeldStatus('running') || isHeldStatus('stopped') || isHeldStatus(undefined), 'the server owns the others');
+});
+
+t.test('the keys a parent issued: each with its cluster, found by the key id; a record without a key is not one', async (t) => {
+  const db = await store(t);
+  const servers = db.collection('servers');
+  await servers.insertOne({ _id: 'a', cluster_id: 'blue', manager: { key_id: 'fpk_a', for: 'tenant' } });
+  await servers.insertOne({ _id: 'b', cluster_id: 'green', manager: { key_id: 'fpk_b' } });
+  await servers.insertOne({ _id: 'c', cluster_id: 'green', manager: { host: 'parent.example' } });
+  t.same((await issuedKeys(db)).sort((x, y) => String(x.keyId).localeCompare(String(y.keyId))), [
+    { keyId: 'fpk_a', clusterId: 'blue' },
+    { keyId: 'fpk_b', clusterId: 'green' },
+  ]);
+  t.equal(await clusterOfIssuedKey(db, 'fpk_b'), 'green');
+  t.equal(await clusterOfIssuedKey(db, 'fpk_unknown'), null);
+});
+
+t.test("a server finds its cluster's document by id or by name, of one organization when named", async (t) => {
+  const db = await store(t);
+  const clusters = clusterRecords(db);
+  await clusters.insertOne({ _id: 'c1', organization_id: 'platform', name: 'blue' });
+  await clusters.insertOne({ _id: 'c2', organization_id: 'tenant', name: 'green' });
+  t.equal((await clusters.findOne(clusterOf('c1')))?._id, 'c1', 'by id');
+  t.equal((await clusters.findOne(clusterOf('blue')))?._id, 'c1', 'by name');
+  t.equal((await clusters.findOne(clusterOf('blue', 'platform')))?._id, 'c1');
+  t.equal(await clusters.findOne(clusterOf('green', 'platform')), null, "not another organization's");
 });
