@@ -3,19 +3,18 @@ import { Value } from '@sinclair/typebox/value';
 import type { Sample } from '../autoscaler/decide.js';
 import { clusterNode } from '../autoscaler/inventory.js';
 import { unmanagedProviderPath } from '../autoscaler/provider-path.js';
-import { REMOVAL_METHOD } from '../autoscaler/removal.js';
-import { Autoscaler, type ScaleActions } from '../autoscaler/service.js';
+import { scaleActions } from '../autoscaler/actions.js';
+import { Autoscaler } from '../autoscaler/service.js';
 import { ServerSampler } from '../autoscaler/signals.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import { StoreLease } from '../db/lease.js';
 import { embeddedStorePath } from '../db/open.js';
 import type { Store } from '../db/types.js';
-import { clusterOf, clusterRecords, serverRecords, SERVERS, type ClusterRecord } from '../inventory/records.js';
-import { terminatingServers } from '../inventory/servers.js';
+import { clusterOf, clusterRecords, serverRecords, type ClusterRecord } from '../inventory/records.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { RequestResult } from '../ipc/handlers.js';
 import type { Manager } from '../manager/manager.js';
-import { providerPort, type ApiSend, type WorkflowRunner } from '../manager/provider-port.js';
+import type { ProviderPort } from '../manager/provider-port.js';
 import type { Logger } from '../logging/logger.js';
 import { systemClock } from '../runtime/clock.js';
 import type { ServerEmitter } from '../runtime/events.js';
@@ -28,8 +27,8 @@ export interface AutoscalerBootDeps {
   db: Store;
   platformOrganization: () => Promise<string | null>;
   manager: Manager;
-  api: ApiSend;
-  workflows: WorkflowRunner;
+  /** The provider path an unmanaged cluster asks for servers (the manager services' one). */
+  provider: ProviderPort;
   request: (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
   handle: (method: string, handler: (data: unknown) => unknown) => void;
   events: Pick<ServerEmitter, 'on'>;
@@ -97,57 +96,22 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   const provider = unmanagedProviderPath({
     cluster,
     servers,
-    provider: providerPort({ api: deps.api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow }),
+    provider: deps.provider,
     platformOrganization: deps.platformOrganization,
     clusterDocument,
     startup: () => newServerStartup(config),
     clock: systemClock,
   });
-  const onMaster = async (target: string, method: string, extra: Record<string, unknown> = {}, timeoutMs?: number) => {
-    const result = await deps.request({ method, server: target, master: true, ...extra }, timeoutMs);
-    const reply = result.replies.find((candidate) => candidate.server === target);
-    if (reply && !reply.ok) throw new Error(`${method} on ${target}: ${reply.error?.code}: ${reply.error?.message}`);
-    return reply !== undefined;
-  };
-
-  const drainTimeoutMs = config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000;
-  const actions: ScaleActions = {
-    scaleOut: async () => {
-      if (manager.managed) await manager.send({ method: 'createServer', cluster });
-      else log.info({ server: await provider.create() }, 'autoscaler asked the provider for a new server');
-    },
-    drain: async (target) => {
-      // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
-      if (await onMaster(target, 'drain', { data: true }, drainTimeoutMs)) {
-        log.info({ server: target }, `autoscaler drained ${target}`);
-        return true;
-      }
-      // No answer: the node is gone, or too slow; a slow one is taken back into service rather than left drained.
-      void onMaster(target, 'drain', { data: false }).catch(() => undefined);
-      return false;
-    },
-    undrain: async (target) => {
-      if (await onMaster(target, 'drain', { data: false })) log.info({ server: target }, `autoscaler took ${target} back into service`);
-      else log.warn({ server: target }, `autoscaler could not take ${target} back into service: it did not answer`);
-    },
-    setStatus: async (target, status) => {
-      await servers().updateOne({ _id: target, cluster_id: cluster }, { $set: { 'master.status': status } });
-      log.info({ server: target, status }, `autoscaler marked ${target} ${status}`);
-    },
-    terminate: async (target, signal) => {
-      if (manager.managed) await manager.send({ method: 'terminateServer', cluster, server_id: target }, signal ? { signal } : {});
-      else await provider.terminate(target);
-    },
-    // The removed node's Fleetplane server stops gracefully; gone already (the provider stopped it), nobody answers.
-    shutdown: async (target) => {
-      if (await onMaster(target, REMOVAL_METHOD, { confirm: target })) log.info({ server: target }, `autoscaler stopped ${target}`);
-    },
-    sweep: async () => {
-      const filter = terminatingServers(cluster);
-      if (manager.managed) await manager.send({ method: 'object.delete', collection: SERVERS, filter });
-      return (await servers().deleteMany(filter)).deletedCount;
-    },
-  };
+  const actions = scaleActions({
+    cluster,
+    manager,
+    provider,
+    request: deps.request,
+    servers,
+    // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
+    drainTimeoutMs: config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000,
+    log,
+  });
 
   // One decider per cluster, whatever each server's mesh sees (SPEC 14.4): renewed every third of its TTL.
   const lease = new StoreLease({

@@ -11,18 +11,10 @@ import type { OrganizationPresence } from '../state/organizations.js';
 import { Mesh, type MeshApi, type MeshMessage } from '../mesh/mesh.js';
 import { SERVERS } from '../inventory/records.js';
 import { runningPeers } from '../inventory/servers.js';
-import { meshSettings, meshUrl, publicUrl } from '../mesh/settings.js';
+import { meshCloseCode, meshSettings, meshUrl, publicUrl } from '../mesh/settings.js';
 import { onFleetReady } from '../lifecycle/startup-readiness.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { SecretKeyring } from '../secrets/keyring.js';
-
-/**
- * SPEC 6.3, the close contract: 1000 ("do not retry") only for an explicit node shutdown; a restart, a reboot
- * and a signal, which may as well be a service manager restarting the node, close with 1012 so peers retry.
- */
-export function meshCloseCode(reason: string): 1000 | 1012 {
-  return reason === 'shutdown' ? 1000 : 1012;
-}
 
 export interface PrimaryMesh {
   readonly mesh: Mesh;
@@ -89,6 +81,7 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     route: (envelope, options) => router.route(envelope, options),
     organizations: () => organizations.active(),
     publicUrl: () => publicUrl(config, primary.ports),
+    advertisedUrl: (port) => meshUrl(config, port, Boolean(settings.tls)),
     discover: async () => runningPeers(db, identity.id, cluster, await authorize.directory.platformOrganization()),
     inventoryToken: () => db.changeToken([SERVERS]),
     peerCheck: certificates?.peerCheck,
@@ -109,8 +102,7 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     servingSince = new Date().toISOString();
     if (joined) void state.save().catch((error: unknown) => meshLog.error({ err: error }, 'inventory record not marked serving'));
   });
-  const port = await mesh.listen(deps.inheritedSocket);
-  if (port !== undefined) mesh.url = meshUrl(config, port, Boolean(settings.tls));
+  await mesh.listen(deps.inheritedSocket);
   state.describeInventory(() => ({
     // `stopping` covers the whole graceful shutdown: peers stop dialing a server that is leaving.
     status: leaving || primary.status === 'stopping' ? 'stopped' : 'running',

@@ -16,7 +16,7 @@ import { StorageAuthority } from '../storage/index.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
 import { FAILURE_REPORT_METHOD } from '../auth/failure-limit.js';
-import { primaryIpc } from './ipc.js';
+import { primaryIpc, primaryState } from './ipc.js';
 import { openNodeLifecycle } from './lifecycle.js';
 import { openPrimaryMesh } from './mesh.js';
 import { openPrimaryOverview, workerOverview } from './overview.js';
@@ -58,10 +58,11 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const host = new PrimaryFacade(primary, local);
   primary.handleWorkerRpc(FAILURE_REPORT_METHOD, (report) => data.authorize.reportedFailure(report));
   const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
-  // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
-  const { automation, managed, local: localServers } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
+  const ipc = primaryIpc({ identity, events, authorize: data.authorize }, primary, channels, local);
+  const { automation, managed, local: localServers } = await openAutomationAndManager(identity, { ...data, secrets }, events, ipc.envelopes.request, managerConnection);
   if (managed.fleet) await bindParentKeys(identity, data);
-  const ipc = primaryIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, primary, channels, local);
+  // State mirrors its saves through the manager.
+  const state = primaryState({ identity, events, authorize: data.authorize, host, db: data.db, storage, manager: managed.manager }, primary, channels, ipc, local);
   events.on('organization.active', ({ organization_id }) => void managed.activation?.organizationActive(organization_id));
   const lifecycle = await openNodeLifecycle({
     config: resolved, serverId, log, db: data.db, secrets, platformOrganization: () => data.authorize.directory.platformOrganization(),
@@ -74,10 +75,10 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     log.fatal({ reason }, 'hand-over lost: exiting');
     process.exit(1);
   });
-  const handed = successor ? await takeSeed(successor, resolved, storage, ipc.state) : undefined;
+  const handed = successor ? await takeSeed(successor, resolved, storage, state) : undefined;
   const meshSocket = meshSettings(resolved).active ? handed?.get('mesh') : closeHandle(handed?.get('mesh'));
   const mesh = await openPrimaryMesh({
-    identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state: ipc.state, organizations: ipc.organizations, inheritedSocket: meshSocket,
+    identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state, organizations: ipc.organizations, inheritedSocket: meshSocket,
     secrets: data.secrets, handle: (method, handler) => ipc.envelopes.handle(method, handler),
   });
   // A cluster's autoscaler removes this server gracefully whether this server runs the autoscaler or not.
@@ -90,18 +91,18 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const autoscaler = resolved.autoscaler.enabled
     ? (await import('./autoscaler.js')).openAutoscaler({
         config: resolved, serverId, log, db: data.db, platformOrganization: () => data.authorize.directory.platformOrganization(), manager: managed.manager,
-        api: automation.providers, workflows: automation.workflow, request: (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs),
+        provider: managed.provider, request: (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs),
         handle: (method, handler) => ipc.envelopes.handle(method, handler), events, metrics: primary.metrics,
         notify: (notice) => events.emitSafe('autoscaler:action', notice),
       })
     : undefined;
   openPrimaryOverview({
-    identity, events, primary, state: ipc.state, presence: ipc.presence, mesh: mesh.mesh, db: data.db, envelopes: ipc.envelopes,
+    identity, events, primary, state, presence: ipc.presence, mesh: mesh.mesh, db: data.db, envelopes: ipc.envelopes,
     platformOrganization: () => data.authorize.directory.platformOrganization(), ...(autoscaler ? { autoscaler } : {}),
   });
   if (local) workerOverview(ipc.envelopes.handle, local);
   const tls = openPrimaryTls({ config: resolved, log, primary, mesh: mesh.mesh, handle: (method, handler) => ipc.envelopes.handle(method, handler) });
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository, https: tls.https });
+  const server = new Server(identity, events, host, { ...data, storage, envelopes: ipc.envelopes, organizations: ipc.organizations, state, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository, https: tls.https });
   for (const plugin of options.plugins ?? []) server.use(plugin);
 
   const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;
@@ -126,7 +127,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   primary.onShutdown(removeSocket);
   primary.handover.register({
     storage,
-    shed: () => [...ipc.state.shedding],
+    shed: () => [...state.shedding],
     sockets: () => (mesh.mesh.listeningSocket ? [{ role: 'mesh', ...mesh.mesh.listeningSocket }] : []),
     committed: () => {
       handedOver = true;

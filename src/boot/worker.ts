@@ -6,7 +6,7 @@ import { StorageReplica } from '../storage/index.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
 import { FAILURE_REPORT_METHOD } from '../auth/failure-limit.js';
-import { workerIpc } from './ipc.js';
+import { workerIpc, workerState } from './ipc.js';
 import { workerMesh } from './mesh.js';
 import { workerOverview } from './overview.js';
 import { workerHttps } from './tls.js';
@@ -26,19 +26,19 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const identity: ServerIdentity = { id: serverId, workerId, config: resolved, log };
   // The same environment and key file as the primary's: the key itself never travels in the config.
   const secrets = openKeyring(resolved, env);
-  // Failed authentications are counted by the primary, so a client address has one allowance per server. The
-  // ledger is asked only while a request is served, once `runtime` exists and is bound.
-  const failureLedger = { fail: (address: string) => runtime.rpc.call<number>(FAILURE_REPORT_METHOD, { address }, 2_000) };
-  const data = await openServerData(resolved, log, secrets, { sealAtStart: false, failureLedger });
   const events = serverEvents(log);
   const runtime = new WorkerRuntime(resolved, workerId, log, events);
+  // Failed authentications are counted by the primary, so a client address has one allowance per server.
+  const failureLedger = { fail: (address: string) => runtime.rpc.call<number>(FAILURE_REPORT_METHOD, { address }, 2_000) };
+  const data = await openServerData(resolved, log, secrets, { sealAtStart: false, failureLedger });
   const host = new WorkerFacade(runtime, Number(env[INTERNAL_ENV.total]));
   const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
-  // Automation reaches IPC only when a workflow runs: it comes first, so the manager it serves exists for state.
-  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, (envelope, timeoutMs) => ipc.envelopes.request(envelope, timeoutMs), managerConnection);
-  const ipc = workerIpc({ identity, events, host, db: data.db, authorize: data.authorize, storage, manager: managed.manager }, runtime);
+  const ipc = workerIpc({ identity, events, authorize: data.authorize }, runtime);
+  const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, ipc.envelopes.request, managerConnection);
+  // State mirrors its saves through the manager.
+  const state = workerState({ identity, events, authorize: data.authorize, host, db: data.db, storage, manager: managed.manager }, runtime, ipc);
   workerOverview(ipc.envelopes.handle, runtime);
-  const server = new Server(identity, events, host, { ...data, storage, ...ipc, automation, mesh: workerMesh(runtime), manager: managed.manager, https: workerHttps(resolved, runtime) });
+  const server = new Server(identity, events, host, { ...data, storage, envelopes: ipc.envelopes, organizations: ipc.organizations, state, automation, mesh: workerMesh(runtime), manager: managed.manager, https: workerHttps(resolved, runtime) });
   runtime.onStopped(async () => {
     await managed.close();
     await data.db.close();

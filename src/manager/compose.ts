@@ -7,7 +7,7 @@ import { resolveConnection } from './connection.js';
 import { ManagedFleet } from './fleet.js';
 import { Manager } from './manager.js';
 import type { ManagerLog } from './log.js';
-import { providerPort, type ApiSend, type WorkflowRunner } from './provider-port.js';
+import { providerPort, type ApiSend, type ProviderPort, type WorkflowRunner } from './provider-port.js';
 import { platformServerKeys } from './server-keys.js';
 import { TenantStores } from './tenant-stores.js';
 
@@ -18,8 +18,8 @@ export interface ManagerServicesDeps {
   store?: Store;
   /** The platform organization (SPEC 8.4); null on a store without one: then this server manages no fleet. */
   platformOrganization: string | null;
-  /** `server.api.send` (SPEC 10.3) with the built-in providers in front. */
-  api?: ApiSend;
+  /** `server.api.send` (SPEC 10.3) with the built-in providers in front: the provider path's way out. */
+  api: ApiSend;
   /** `server.api.send` as `POST /api` serves it: where `/manager` provider requests go (default: `api`). */
   apiHttp?: ApiSend;
   workflows?: WorkflowRunner;
@@ -31,6 +31,11 @@ export interface ManagerServicesDeps {
 
 export interface ManagerServices {
   manager: Manager;
+  /**
+   * The provider path (SPEC 13.4): the platform's provider workflows, else the provider APIs. The parent's
+   * fleet and an unmanaged cluster's autoscaler both ask it for servers.
+   */
+  provider: ProviderPort;
   fleet?: ManagedFleet;
   activation?: PlatformActivation;
   close(): Promise<void>;
@@ -47,9 +52,10 @@ export async function createManagerServices(deps: ManagerServicesDeps): Promise<
   const { config, store, platformOrganization, log, clock } = deps;
   const connection = deps.connection ?? (await resolveConnection(config.manager, store, deps.serverId));
   const { api } = deps;
-  if (!store || !platformOrganization || !api) {
+  const provider = providerPort({ api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow });
+  if (!store || !platformOrganization) {
     const manager = new Manager({ config: config.manager, connection, log });
-    return { manager, close: () => manager.close() };
+    return { manager, provider, close: () => manager.close() };
   }
   const tenantStores = new TenantStores();
   const keys = platformServerKeys(store, platformOrganization);
@@ -58,7 +64,7 @@ export async function createManagerServices(deps: ManagerServicesDeps): Promise<
     platformOrganization,
     parentHost: config.server.publicUrl ?? `http://127.0.0.1:${config.http.port}`,
     tenantStore: (cluster) => tenantStores.get(cluster),
-    provider: providerPort({ api, workflows: deps.workflows, createWorkflow: config.manager.createWorkflow, terminateWorkflow: config.manager.terminateWorkflow }),
+    provider,
     keys,
     clock,
     log,
@@ -70,6 +76,7 @@ export async function createManagerServices(deps: ManagerServicesDeps): Promise<
   const activation = config.manager.activation ? new PlatformActivation({ store, platformOrganization, createServer: (input) => fleet.createServer(input), log }) : undefined;
   return {
     manager,
+    provider,
     fleet,
     activation,
     close: async () => {

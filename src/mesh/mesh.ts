@@ -32,6 +32,8 @@ export interface MeshDeps {
   organizations(): string[];
   /** This server's public URL (the fallback target peers may use); known once the HTTP port is bound. */
   publicUrl(): string | undefined;
+  /** The URL peers dial, for the mesh port bound (`mesh.url`, else this host and the port). */
+  advertisedUrl(port: number): string;
   /** Running peers this server dials, from the inventory. */
   discover(): Promise<PeerTarget[]>;
   /** A value that changes when the inventory may have changed; polled between discoveries. */
@@ -60,8 +62,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
   private listener: MeshListener<DialClaim> | undefined;
   private closing = false;
   private nextFallback = 0;
-  /** The URL peers dial, once listening. */
-  url: string | undefined;
+  #url: string | undefined;
 
   private readonly linkHandler: LinkHandler = {
     onRequest: (link, frame) => this.answer(link, frame),
@@ -71,6 +72,11 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
       this.emitSafe('link:open', { peer: link.peer, direction: link.direction });
     },
   };
+
+  /** The URL peers dial, once listening. */
+  get url(): string | undefined {
+    return this.#url;
+  }
 
   constructor(private readonly deps: MeshDeps) {
     super((event, error) => deps.log.error({ err: error, event }, 'mesh event listener failed'));
@@ -140,7 +146,9 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
       refused: (details) => this.emitSafe('refused', details),
     });
     try {
-      return await this.listener.listen(inherited);
+      const port = await this.listener.listen(inherited);
+      this.#url = this.deps.advertisedUrl(port);
+      return port;
     } catch (error) {
       throw new Error(`mesh port ${config.port} on ${config.host} cannot be bound (${(error as NodeJS.ErrnoException).code ?? 'error'}): set mesh.port`, { cause: error });
     }

@@ -77,6 +77,14 @@ export function publicUrl(config: ResolvedConfig, ports: { http?: number; https?
   return ports.http === undefined ? undefined : `http://${host}:${ports.http}`;
 }
 
+/**
+ * SPEC 6.3, the close contract: 1000 ("do not retry") only for an explicit node shutdown; a restart, a reboot
+ * and a signal, which may as well be a service manager restarting the node, close with 1012 so peers retry.
+ */
+export function meshCloseCode(reason: string): 1000 | 1012 {
+  return reason === 'shutdown' ? 1000 : 1012;
+}
+
 /** The URL peers dial for this server's mesh port. */
 export function meshUrl(config: ResolvedConfig, port: number, tls: boolean): string {
   return config.mesh.url ?? `${tls ? 'wss' : 'ws'}://${advertisedHost(config.mesh.host)}:${port}`;

@@ -8,6 +8,7 @@ import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { ensureStandardIndexes } from '../../src/db/open.js';
 import type { RequestResult } from '../../src/ipc/handlers.js';
 import { createLogger } from '../../src/logging/logger.js';
+import { providerPort, type ProviderPortOptions } from '../../src/manager/provider-port.js';
 import { tempDir } from '../helpers/server-process.js';
 
 const CLUSTER = 'c1';
@@ -67,11 +68,15 @@ async function harness(t: Test, records: Array<Record<string, unknown>>, policy:
     db,
     platformOrganization: async () => PLATFORM,
     manager: { managed: !options.api, send: async (envelope: Record<string, unknown>) => void sent.push(envelope) },
-    api: async (envelope: Record<string, unknown>) => {
-      sent.push(envelope);
-      return options.api ? options.api(envelope) : { status: 500, data: null };
-    },
-    workflows: { resolve: async () => null, run: async () => undefined },
+    provider: providerPort({
+      api: async (envelope: Record<string, unknown>) => {
+        sent.push(envelope);
+        return options.api ? options.api(envelope) : { status: 500, data: null };
+      },
+      workflows: { resolve: async () => null, run: async () => undefined },
+      createWorkflow: config.manager.createWorkflow,
+      terminateWorkflow: config.manager.terminateWorkflow,
+    } as unknown as ProviderPortOptions),
     request,
     handle: () => undefined,
     events,

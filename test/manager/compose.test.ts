@@ -9,7 +9,8 @@ import { logger } from './fixtures.js';
 
 t.test('without a store or a platform organization the manager is only a connection', async (t) => {
   const config = loadConfig({ env: {}, object: { manager: { organizationId: 'p', host: 'parent.example', apiKey: 'k' } } }).config;
-  const services = await createManagerServices({ serverId: 's1', config, platformOrganization: null, log: logger().log, clock: systemClock });
+  const api = async (): Promise<ApiReply> => ({ status: 200, data: null });
+  const services = await createManagerServices({ serverId: 's1', config, platformOrganization: null, api, log: logger().log, clock: systemClock });
   t.teardown(() => services.close());
   t.same(JSON.parse(JSON.stringify(services.manager)), { organization_id: 'p', host: 'parent.example' });
   t.equal(services.fleet, undefined);

@@ -50,12 +50,14 @@ export async function inProcessMesh(id: string, mesh: Record<string, unknown> = 
     },
     organizations: () => state.organizations!,
     publicUrl: () => `http://${id}.example.test`,
+    advertisedUrl: (port) => `${config.mesh.tls.key ? 'wss' : 'ws'}://127.0.0.1:${port}`,
     discover: async () => state.targets!,
   });
   for (const event of ['link:open', 'link:close', 'reconnect', 'giveup', 'refused'] as const) instance.on(event, (payload) => state.events!.push({ event, ...payload }));
   const port = await instance.listen();
   state.mesh = instance;
-  state.url = `${config.mesh.tls.key ? 'wss' : 'ws'}://127.0.0.1:${port}`;
+  state.url = instance.url!;
+  if (!port) throw new Error('the mesh did not listen');
   return state as InProcessMesh;
 }
 

@@ -2,7 +2,7 @@ import t from 'tap';
 import { hostname } from 'node:os';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/config/errors.js';
-import { meshSettings, meshUrl, publicUrl } from '../../src/mesh/settings.js';
+import { meshCloseCode, meshSettings, meshUrl, publicUrl } from '../../src/mesh/settings.js';
 
 const config = (object: Record<string, unknown>, env: NodeJS.ProcessEnv = {}) => loadConfig({ object, env }).config;
 
@@ -53,4 +53,9 @@ t.test('mesh.tls.mode "auto": the mesh forms with no secret and no files; files 
   t.throws(() => meshSettings(config({ mesh: { tls: { mode: 'auto', key: '/k.pem', cert: '/c.pem', ca: '/a.pem' } } })), { name: 'ConfigError', field: 'mesh.tls.key' });
   t.throws(() => config({ mesh: { tls: { mode: 'self-signed' } } }), /mesh\.tls\.mode/, 'an unknown mode');
   t.throws(() => config({ mesh: { tls: { mode: 'auto', lifetimeMs: 5 } } }), /mesh\.tls\.lifetimeMs/, 'a lifetime under 10 s');
+});
+
+t.test('the close contract: 1000 (do not retry) only for an explicit shutdown; a restart, a reboot or a signal closes with 1012', async (t) => {
+  t.equal(meshCloseCode('shutdown'), 1000);
+  for (const reason of ['restart', 'reboot', 'SIGTERM', 'SIGINT', '']) t.equal(meshCloseCode(reason), 1012, reason || 'no reason');
 });
