@@ -52,7 +52,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   // Resolved once here: workers are handed it at fork and never look it up in the store themselves.
   const managerConnection = await openManagerConnection(resolved, serverId, data, log);
 
-  const channels = new PrimaryChannels();
+  const channels = new PrimaryChannels(log);
   const local = decision.count === 0 ? await inProcessWorker(identity, events, channels) : undefined;
   const primary = new PrimaryRuntime({ config: resolved, manager: managerConnection, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
   const host = new PrimaryFacade(primary, local);

@@ -138,7 +138,7 @@ export class IpcRouter {
 
   private fromWorker(from: WorkerEndpoint, payload: unknown): void {
     if (!isWorkerIpcMessage(payload)) {
-      this.deps.log.warn({ worker: from.workerId }, 'malformed ipc message from a worker ignored');
+      this.deps.channels.refuse(from, 'ipc', 'malformed ipc message');
       return;
     }
     if (payload.kind === 'result') {

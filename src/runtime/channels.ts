@@ -1,3 +1,4 @@
+import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import type { ChannelMessage } from './messages.js';
 
 /** One worker process as the primary's subsystems see it. */
@@ -28,11 +29,25 @@ export const CHANNELS_READY = 'channels.ready';
  */
 export class PrimaryChannels {
   private readonly handlers = new Map<string, ChannelHandler>();
+  private readonly refusals: RateLimitedWarnings | undefined;
   private readonly connectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
   private readonly disconnectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
   /** Started, listener not installed yet. */
   private readonly starting = new Set<WorkerEndpoint>();
   private readonly live = new Set<WorkerEndpoint>();
+
+  /** `log`: where refused messages are told (see `refuse`). */
+  constructor(private readonly log?: { warn(fields: object, message: string): void }) {
+    this.refusals = log ? new RateLimitedWarnings({ max: 5, windowMs: 60_000, what: 'malformed messages from workers', log }) : undefined;
+  }
+
+  /**
+   * A message from a worker that its receiver refused (malformed, unknown): one warning line, at most five a
+   * minute whatever a worker's code posts, then a count. The receiver drops the message and carries on.
+   */
+  refuse(from: Pick<WorkerEndpoint, 'workerId' | 'pid'>, where: string, reason: string): void {
+    if (this.log) this.refusals!.warn(this.log, { targetWorker: from.workerId, pid: from.pid, where, reason }, 'refused a malformed message from a worker');
+  }
 
   on(channel: string, handler: ChannelHandler): void {
     if (channel === CHANNELS_READY) throw new TypeError(`channel "${CHANNELS_READY}" is reserved`);
@@ -83,8 +98,10 @@ export class PrimaryChannels {
 
   /** @internal */
   receive(from: WorkerEndpoint, message: ChannelMessage): void {
-    if (message.channel === CHANNELS_READY) this.listening(from);
-    else this.handlers.get(message.channel)?.(from, message.payload);
+    if (message.channel === CHANNELS_READY) return this.listening(from);
+    const handler = this.handlers.get(message.channel);
+    if (handler) handler(from, message.payload);
+    else this.refuse(from, `channel ${message.channel.slice(0, 64)}`, 'no such channel');
   }
 
   private listening(endpoint: WorkerEndpoint): void {

@@ -1,19 +1,26 @@
 import type { RpcCall, RpcReply } from './messages.js';
+import { firstError, type MethodChecks } from './protocol.js';
 
 export type RpcHandler = (params: unknown) => unknown | Promise<unknown>;
 
 /**
  * Request/reply over one IPC channel (either direction). Unknown methods and throwing handlers answer with
- * an error, so a caller never hangs; a caller that gets no answer in time gets a timeout error.
+ * an error, so a caller never hangs; a caller that gets no answer in time gets a timeout error. With the
+ * methods this side declares (`src/runtime/protocol.ts`), a request's parameters are checked before its
+ * handler runs, and only declared methods can be handled.
  */
 export class RpcChannel {
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
   private readonly handlers = new Map<string, RpcHandler>();
 
-  constructor(private readonly post: (message: RpcCall | RpcReply) => void) {}
+  constructor(
+    private readonly post: (message: RpcCall | RpcReply) => void,
+    private readonly methods?: MethodChecks,
+  ) {}
 
   handle(method: string, handler: RpcHandler): void {
+    if (this.methods && !this.methods.has(method)) throw new Error(`RPC method "${method}" is not declared in the protocol`);
     this.handlers.set(method, handler);
   }
 
@@ -50,7 +57,11 @@ export class RpcChannel {
     const handler = this.handlers.get(message.method);
     let reply: RpcReply;
     try {
-      if (!handler) throw new Error(`unknown method "${message.method}"`);
+      if (!handler) throw new Error(`unknown method "${String(message.method).slice(0, 128)}"`);
+      const check = this.methods?.get(message.method);
+      // No parameters (absent, or null) are checked as an empty object; the handler gets what was sent.
+      const params = message.params ?? {};
+      if (check && !check.Check(params)) throw new Error(`${message.method}: parameters refused: ${firstError(check, params)}`);
       reply = { fp: 'reply', id: message.id, ok: true, result: await handler(message.params) };
     } catch (error) {
       // A handler may throw anything (`Promise.reject()` included); reading `.message` off it must not fail.

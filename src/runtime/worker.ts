@@ -6,6 +6,8 @@ import { ConnectionTracker } from './connections.js';
 import { startHeartbeat } from './heartbeat.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from './messages.js';
 import { RpcChannel } from './rpc.js';
+import { refuseFromPrimary, workerMethodChecks } from './protocol.js';
+import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import { CHANNELS_READY } from './channels.js';
 import type { ServerEmitter } from './events.js';
 import type { WorkerStatus } from './status.js';
@@ -36,6 +38,7 @@ export class WorkerRuntime {
   private readonly readyGates: Array<() => Promise<void>> = [];
   private stopHeartbeat: () => void = () => {};
   private readonly shutdownHooks: ShutdownHook[] = [];
+  private readonly refused = new RateLimitedWarnings({ max: 5, windowMs: 60_000, what: 'malformed messages from the primary', log: { warn: (fields, message) => this.log.warn(fields, message) } });
   private readonly stoppedHooks: StoppedHook[] = [];
   readonly startedAt = Date.now();
   /** This process's metrics; the application may register its own here. */
@@ -50,7 +53,7 @@ export class WorkerRuntime {
     private readonly events: ServerEmitter,
     private readonly post: (message: WorkerToPrimary) => void = (message) => process.send?.(message),
   ) {
-    this.rpc = new RpcChannel((message) => this.post(message));
+    this.rpc = new RpcChannel((message) => this.post(message), workerMethodChecks);
     // The primary's cordon or drain of this worker, announced here once applied (the primary announces its own).
     this.rpc.handle('worker.cordon', (params) => this.announced('cordon', params, (value) => this.cordon(value)));
     this.rpc.handle('worker.drain', (params) => this.announced('drain', params, (value) => this.drain(value)));
@@ -221,6 +224,13 @@ export class WorkerRuntime {
 
   receive(message: unknown, handle?: ConnectionHandle | Socket): void {
     if (!isInternalMessage(message)) return;
+    const refused = refuseFromPrimary(message);
+    if (refused) {
+      this.refused.warn(this.log, { reason: refused }, 'refused a malformed message from the primary');
+      // A connection that came with it is nobody's: closed rather than leaked.
+      if (handle) socketOf(handle).destroy();
+      return;
+    }
     const internal = message as PrimaryToWorker;
     switch (internal.fp) {
       case 'conn':

@@ -49,7 +49,7 @@ export function primaryOrganizationMap(deps: OrganizationMapDeps): PrimaryOrgani
     },
   });
   channels.on(ORG_CHANNEL, (from, payload) => {
-    if (!Value.Check(WorkerReport, payload)) return;
+    if (!Value.Check(WorkerReport, payload)) return channels.refuse(from, 'org', 'malformed organization report');
     if (payload.kind === 'touch') tracker.touch(payload.organization_id, from.workerId);
     else if (payload.kind === 'open') tracker.socketOpened(payload.organization_id, from.workerId);
     else tracker.socketClosed(payload.organization_id, from.workerId);

@@ -9,6 +9,8 @@ export interface AuthorityChannels {
   on(channel: string, handler: (from: WorkerEndpoint, payload: unknown) => void): void;
   send(endpoint: WorkerEndpoint, channel: string, payload: unknown): boolean;
   onConnect(listener: (endpoint: WorkerEndpoint) => void): void;
+  /** Tells of a message refused, rate-limited. */
+  refuse(from: WorkerEndpoint, where: string, reason: string): void;
   onDisconnect(listener: (endpoint: WorkerEndpoint) => void): void;
 }
 
@@ -186,7 +188,7 @@ export class StorageAuthority extends ClusterStorage {
     // This runs in the primary's message handler: nothing a worker sends may throw out of it.
     try {
       if (!isWorkerRequest(payload)) {
-        this.log.warn({ worker: from.workerId, pid: from.pid }, 'malformed storage message from a worker');
+        this.channels.refuse(from, 'storage', 'malformed storage request');
         const id = requestIdOf(payload);
         if (id !== undefined) this.replyError(from, id, new StorageError('E_STORAGE_BAD_MESSAGE', 'malformed storage request'));
         return;

@@ -119,6 +119,11 @@ export class FakeCluster implements AuthorityChannels {
     this.disconnectListeners.push(listener);
   }
 
+  /** Every refusal is recorded here (the real channels rate-limit the lines they write). */
+  refuse(from: WorkerEndpoint, where: string, reason: string): void {
+    this.log.warn({ worker: from.workerId, where, reason }, 'refused a malformed message from a worker');
+  }
+
   /**
    * Starts a worker; `ready` false leaves it booting, its channel listener not yet installed, for the test
    * to `listen` and run its ready gate.

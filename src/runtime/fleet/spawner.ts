@@ -2,6 +2,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { ResolvedConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
 import { isInternalMessage, type WorkerBoot, type WorkerToPrimary } from '../messages.js';
+import { primaryMethodChecks, refuseFromWorker } from '../protocol.js';
 import { RpcChannel } from '../rpc.js';
 import type { PrimaryChannels } from '../channels.js';
 import type { ForkPort } from './ports.js';
@@ -16,7 +17,7 @@ export interface SpawnerDeps {
   clock: Clock;
   log: Logger;
   events: FleetEvents;
-  channels: Pick<PrimaryChannels, 'connected'>;
+  channels: Pick<PrimaryChannels, 'connected' | 'refuse'>;
   /** Workers in the fleet, as each worker is told at boot. */
   target(): number;
   /** The primary's handlers for calls workers make (metrics aggregation...). */
@@ -65,7 +66,7 @@ export class WorkerSpawner {
       handOffs: new Map(),
       ready: new Promise((resolve) => (markReady = resolve)),
       exited: new Promise((resolve) => (markExited = resolve)),
-      rpc: new RpcChannel((message) => worker.send(message)),
+      rpc: new RpcChannel((message) => worker.send(message), primaryMethodChecks),
       endpoint: {
         workerId: slot,
         pid: worker.pid,
@@ -86,6 +87,9 @@ export class WorkerSpawner {
     worker.onOnline(() => this.deps.events.emitSafe('worker:online', { workerId: slot, pid: record.pid }));
     worker.onMessage((message) => {
       if (!isInternalMessage(message)) return;
+      const refused = refuseFromWorker(message);
+      // A worker's code can post anything on its channel: refused here, never handled.
+      if (refused) return this.deps.channels.refuse(record.endpoint, 'message', refused);
       // The config travels over IPC: a worker's environment is readable by the user's other processes.
       if (message.fp === 'boot') return worker.send({ fp: 'boot', config, manager: this.deps.manager });
       if (message.fp === 'ready') {

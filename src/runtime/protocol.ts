@@ -1,0 +1,109 @@
+import { Type, type TSchema } from '@sinclair/typebox';
+import { lazyCheck, type SchemaCheck } from '../schema/lazy-check.js';
+import { WORKER_STATUSES } from './status.js';
+
+/**
+ * The primary ⇄ worker protocol, checked where a message arrives: every internal message (`fp`) by its kind, and
+ * every request (`rpc`) by the parameters its method declares. What does not match is refused there and never
+ * reaches a handler. Fields a side does not read may be added (`additionalProperties`); those it reads are checked.
+ */
+const open = { additionalProperties: true };
+const Sequence = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+const Method = Type.String({ minLength: 1, maxLength: 128 });
+
+const ChannelMessage = Type.Object({ fp: Type.Literal('ch'), channel: Type.String({ minLength: 1, maxLength: 64 }), payload: Type.Unknown() }, open);
+const RpcCall = Type.Object({ fp: Type.Literal('rpc'), id: Sequence, method: Method, params: Type.Optional(Type.Unknown()) }, open);
+const RpcReply = Type.Object(
+  { fp: Type.Literal('reply'), id: Sequence, ok: Type.Boolean(), result: Type.Optional(Type.Unknown()), error: Type.Optional(Type.String({ maxLength: 65_536 })) },
+  open,
+);
+const shared = { ch: ChannelMessage, rpc: RpcCall, reply: RpcReply };
+const Bytes = Type.Number({ minimum: 0 });
+
+/** What a worker may send its primary, by `fp`. */
+const FROM_WORKER: Readonly<Record<string, TSchema>> = {
+  ...shared,
+  boot: Type.Object({ fp: Type.Literal('boot') }, open),
+  ready: Type.Object({ fp: Type.Literal('ready') }, open),
+  taken: Type.Object({ fp: Type.Literal('taken'), id: Sequence }, open),
+  status: Type.Object({ fp: Type.Literal('status'), status: Type.Union(WORKER_STATUSES.map((status) => Type.Literal(status))) }, open),
+  health: Type.Object({ fp: Type.Literal('health'), rss: Bytes, heapUsed: Bytes, lagMs: Type.Number({ minimum: 0 }) }, open),
+  ack: Type.Object({ fp: Type.Literal('ack'), signal: Type.Optional(Type.String({ maxLength: 32 })) }, open),
+};
+
+/** What a primary may send its workers, by `fp`. */
+const FROM_PRIMARY: Readonly<Record<string, TSchema>> = {
+  ...shared,
+  boot: Type.Object({ fp: Type.Literal('boot'), config: Type.Object({}, open), manager: Type.Object({}, open) }, open),
+  conn: Type.Object({ fp: Type.Literal('conn'), secure: Type.Boolean(), id: Sequence }, open),
+  shutdown: Type.Object({ fp: Type.Literal('shutdown'), reason: Type.String({ maxLength: 1_024 }) }, open),
+  fleet: Type.Object({ fp: Type.Literal('fleet'), ready: Type.Boolean() }, open),
+};
+
+function checksOf(schemas: Readonly<Record<string, TSchema>>): ReadonlyMap<string, SchemaCheck<TSchema>> {
+  return new Map(Object.entries(schemas).map(([kind, schema]) => [kind, lazyCheck(schema)]));
+}
+
+const fromWorker = checksOf(FROM_WORKER);
+const fromPrimary = checksOf(FROM_PRIMARY);
+
+/** Why a checked value does not match, on one line: the first error's path and message. */
+export function firstError(check: SchemaCheck<TSchema>, value: unknown): string {
+  const error = check.Errors(value).First();
+  return error ? `${error.path || '/'}: ${error.message}` : 'does not match';
+}
+
+function refusal(checks: ReadonlyMap<string, SchemaCheck<TSchema>>, message: { fp: string }): string | undefined {
+  const kind = message.fp;
+  const check = checks.get(kind);
+  if (!check) return `unknown kind "${kind.slice(0, 32)}"`;
+  return check.Check(message) ? undefined : `"${kind}" ${firstError(check, message)}`;
+}
+
+/** Undefined when an internal message from a worker is well formed, else why it is refused. */
+export const refuseFromWorker = (message: { fp: string }): string | undefined => refusal(fromWorker, message);
+
+/** Undefined when an internal message from the primary is well formed, else why it is refused. */
+export const refuseFromPrimary = (message: { fp: string }): string | undefined => refusal(fromPrimary, message);
+
+/** No parameters (none sent, or null, are checked as `{}`: see `RpcChannel`). */
+const Nothing = Type.Object({}, open);
+const Toggle = Type.Object({ value: Type.Boolean() }, open);
+
+/** The requests a primary answers its workers, with their parameters. */
+export const PRIMARY_METHODS = {
+  'primary.health': Nothing,
+  'primary.metrics': Nothing,
+  'primary.restartWorkers': Type.Object({ reason: Type.Optional(Type.String({ maxLength: 4_096 })) }, open),
+  'primary.setReady': Nothing,
+  'primary.setNotReady': Nothing,
+  'primary.resetCircuitBreaker': Nothing,
+  'primary.recycleWorker': Type.Object({ pid: Type.Optional(Type.Integer({ minimum: 1 })) }, open),
+  'primary.shed': Type.Object({ organizations: Type.Array(Type.String()) }, open),
+  'primary.workerState': Type.Object({ action: Type.Union([Type.Literal('cordon'), Type.Literal('drain')]), value: Type.Boolean() }, open),
+  // Checked by their handlers, with the errors their callers are promised: the mesh message (`src/mesh/api.ts`),
+  // the failure report (`src/auth/authorize.ts`).
+  'primary.mesh.send': Type.Unknown(),
+  'primary.mesh.peers': Nothing,
+  'primary.auth.failure': Type.Unknown(),
+  'primary.tls.https': Nothing,
+} satisfies Record<string, TSchema>;
+
+/** The requests a worker answers its primary, with their parameters. */
+export const WORKER_METHODS = {
+  'worker.cordon': Toggle,
+  'worker.drain': Toggle,
+  'worker.status': Nothing,
+  'worker.metrics': Nothing,
+  // Checked by the HTTPS identity (`src/boot/tls.ts`).
+  'worker.tls.https': Type.Unknown(),
+} satisfies Record<string, TSchema>;
+
+export type PrimaryMethod = keyof typeof PRIMARY_METHODS;
+export type WorkerMethod = keyof typeof WORKER_METHODS;
+
+/** A side's declared methods, each with its compiled parameter check. */
+export type MethodChecks = ReadonlyMap<string, SchemaCheck<TSchema>>;
+
+export const primaryMethodChecks: MethodChecks = checksOf(PRIMARY_METHODS);
+export const workerMethodChecks: MethodChecks = checksOf(WORKER_METHODS);
