@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { WorkflowParams, WorkflowReply, WorkflowRequest, workflowErrorReply } from '../schemas/workflows.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
-import { WorkflowError } from '../src/workflows/errors.js';
+import { WORKFLOW_ERRORS, WorkflowError, workflowsUnavailable } from '../src/workflows/errors.js';
 import { FleetplaneError } from '../src/errors.js';
 
 const ENVELOPE_FIELDS = new Set(['method', 'apikey']);
@@ -16,16 +16,16 @@ function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (e
   // Callback style (no promise per request); a refusal goes to the error handler.
   const { name } = request.params as { name: string };
   const body = request.body;
-  const refuse = (code: string, message: string) => done(new FleetplaneError(code, message, 400));
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return refuse('invalid_request', 'body: must be an object { "<name>": [input, ...] }');
-  if (RESERVED_WORKFLOW_NAMES.has(name)) return refuse('invalid_request', `name: "${name}" is reserved`);
+  const refuse = (reason: string) => done(WORKFLOW_ERRORS.invalidRequest(reason));
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return refuse('body: must be an object { "<name>": [input, ...] }');
+  if (RESERVED_WORKFLOW_NAMES.has(name)) return refuse(`name: "${name}" is reserved`);
   const fields = body as Record<string, unknown>;
   const method = `workflow.${name}`;
-  if (fields.method !== undefined && fields.method !== method) return refuse('method_mismatch', `method: this route runs "${method}", not "${String(fields.method)}"`);
+  if (fields.method !== undefined && fields.method !== method) return done(WORKFLOW_ERRORS.methodMismatch(method, String(fields.method)));
   for (const key of Object.keys(fields)) {
-    if (key !== name && !ENVELOPE_FIELDS.has(key)) return refuse('invalid_request', `${key}: unknown field (the inputs go under "${name}")`);
+    if (key !== name && !ENVELOPE_FIELDS.has(key)) return refuse(`${key}: unknown field (the inputs go under "${name}")`);
   }
-  if (!Array.isArray(fields[name])) return refuse('invalid_request', `${name}: is required, a list of inputs`);
+  if (!Array.isArray(fields[name])) return refuse(`${name}: is required, a list of inputs`);
   // The parsed body is this request's own object: completing it in place spares a copy per request.
   fields.method = method;
   fields.name = name;
@@ -90,7 +90,7 @@ const workflows: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const { name } = request.params;
-      if (!server.workflow) throw new WorkflowError('unavailable', 'workflows are not available on this server', 503);
+      if (!server.workflow) throw workflowsUnavailable();
       const envelope = request.envelope!;
       const results = await server.workflow.runEach(name, envelope[name] as unknown[], { organization_id: envelope.organization_id });
       return { [name]: results };
