@@ -2,12 +2,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
 import { ApiPathParams, ApiPathRequest, ApiReply, ApiRequest, upstreamErrorReply } from '../schemas/api.js';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
-import { ApiError } from '../src/api/errors.js';
+import { API_ERRORS, ApiError } from '../src/api/errors.js';
 import { FleetplaneError } from '../src/errors.js';
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-const refusal = (code: string, message: string) => new FleetplaneError(code, message, 400);
 
 /** Before validation: the raw shortcut is named as such, and `/api/<api>/<endpoint>` fills the body's names. */
 function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (error?: FleetplaneError) => void): void {
@@ -20,21 +19,21 @@ function checkEnvelope(request: FastifyRequest): FleetplaneError | undefined {
   const body = request.body;
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
   if (Object.hasOwn(body, 'url')) {
-    return refusal('url_not_supported', 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl');
+    return API_ERRORS.urlNotSupported();
   }
   const wildcard = (request.params as { '*'?: string })['*'];
   if (!wildcard) return undefined;
   const segments = wildcard.split('/');
   if (segments.length > 2 || !segments.every((segment) => SEGMENT.test(segment))) {
-    return refusal('invalid_path', 'the path must be /api/<api> or /api/<api>/<endpoint>');
+    return API_ERRORS.invalidPath();
   }
   const named = body as Record<string, unknown>;
   for (const [field, value] of [['api', segments[0]], ['endpoint', segments[1]]] as const) {
     if (value === undefined) continue;
-    if (named[field] !== undefined && named[field] !== value) return refusal('path_mismatch', `${field}: the body says "${String(named[field])}", the path "${value}"`);
+    if (named[field] !== undefined && named[field] !== value) return API_ERRORS.pathMismatch(field, String(named[field]), value);
     named[field] = value;
   }
-  if (named.endpoint === undefined) return refusal('invalid_request', 'endpoint: is required');
+  if (named.endpoint === undefined) return API_ERRORS.invalidRequest('endpoint: is required');
   return undefined;
 }
 
@@ -76,7 +75,7 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
     504: upstreamErrorReply('The upstream did not answer within the provider timeout', { code: 'upstream_timeout', message: 'provider "items" did not answer within 10000 ms' }),
   };
   const handler = async (request: FastifyRequest) => {
-    if (!api) throw new ApiError('unavailable', 'API providers are not available on this server', 503);
+    if (!api) throw API_ERRORS.unavailable();
     return api.send(request.envelope!);
   };
   const common = { tags: ['api'], security: [{ bearer: [] }], response: responses };

@@ -10,7 +10,7 @@ import { errorReply } from '../schemas/errors.js';
 import { controlEnvelope } from './control.js';
 import { isCrudMethod } from '../src/crud/envelope.js';
 import { runCrud } from '../src/crud/run.js';
-import { ApiError } from '../src/api/errors.js';
+import { API_ERRORS } from '../src/api/errors.js';
 import { HTTP_METHODS } from '../src/api/provider.js';
 import { WORKFLOW_ERRORS, workflowsUnavailable } from '../src/workflows/errors.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
@@ -128,7 +128,7 @@ const ws: FastifyPluginAsync = async (app) => {
       return { [name]: await server.workflow.runEach(name, inputs, { organization_id: authorized.organization_id }) };
     }
     if (API_METHODS.has(method) && authorized.api !== undefined) {
-      if (!server.api) throw new ApiError('unavailable', 'API providers are not available on this server', 503);
+      if (!server.api) throw API_ERRORS.unavailable();
       return server.api.send(authorized);
     }
     const routed = controlEnvelope(authorized, requestedScope);
