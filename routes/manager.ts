@@ -5,7 +5,7 @@ import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors
 import { ManagerReply, ManagerRequest } from '../schemas/manager.js';
 import { METHOD_PREFIX, unknownMethod } from '../src/manager/commands.js';
 import { MANAGER_METHODS } from '../src/manager/envelope.js';
-import { MANAGES_NO_FLEET, ManagerError } from '../src/manager/errors.js';
+import { MANAGER_ERRORS, MANAGES_NO_FLEET, ManagerError, managesNoFleet } from '../src/manager/errors.js';
 import type { ManagerEnvelopeHandler } from '../src/manager/manager.js';
 import { isProviderRequest } from '../src/manager/provider-request.js';
 import { ApiError } from '../src/api/errors.js';
@@ -31,11 +31,11 @@ function checkMethod(request: FastifyRequest): ManagerError | undefined {
   const fromPath = (request.params as { '*'?: string })['*'];
   if (fromPath !== undefined) {
     if (fields.method !== undefined && fields.method !== fromPath) {
-      return new ManagerError('invalid_envelope', `method: the body says "${String(fields.method).slice(0, 128)}", the path "${fromPath.slice(0, 128)}"`, 400);
+      return MANAGER_ERRORS.invalidEnvelope(`method: the body says "${String(fields.method).slice(0, 128)}", the path "${fromPath.slice(0, 128)}"`);
     }
     fields.method = fromPath;
   }
-  if (typeof fields.method !== 'string') return new ManagerError('invalid_envelope', 'method: is required', 400);
+  if (typeof fields.method !== 'string') return MANAGER_ERRORS.invalidEnvelope('method: is required');
   // A provider request is authorized on its own method (`post`...) with its api/endpoint/data restrictions, as on `/api`.
   if (isProviderRequest(fields)) return undefined;
   if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return unknownMethod(fields.method.slice(0, 128));
@@ -81,7 +81,7 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     504: errorReply("A provider request's upstream did not answer within the provider timeout", { code: 'upstream_timeout', message: 'provider "hetzner" did not answer within 10000 ms' }),
   };
   const handler = async (request: FastifyRequest) => {
-    if (!service) throw new ManagerError('unavailable', MANAGES_NO_FLEET, 503);
+    if (!service) throw managesNoFleet();
     return service.handle(request.envelope!);
   };
   const common = { tags: ['manager'], security: [{ bearer: [] }], response: responses, body: ManagerRequest };

@@ -54,6 +54,13 @@ export class FleetplaneError extends Error {
     return undefined;
   }
 
+  /** This error with what caused it, for the log (an answer never carries it). */
+  withCause(cause: unknown): this {
+    // Non-enumerable, as the constructor's `{ cause }` makes it.
+    Object.defineProperty(this, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
+    return this;
+  }
+
   /** The answer's body; only meaningful for an exposed error. */
   toBody(): ErrorBody {
     return errorBody(this.code, this.message, this.details);
