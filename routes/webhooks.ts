@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { errorReply } from '../schemas/errors.js';
 import { WebhookParams, WebhookPayload, WebhookReply } from '../schemas/webhooks.js';
 import type { onErrorHookHandler } from 'fastify';
-import { WebhookError } from '../src/webhooks/errors.js';
+import { WEBHOOK_ERRORS, WebhookError, webhooksUnavailable } from '../src/webhooks/errors.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
@@ -22,7 +22,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
-  const notFound = (name: string) => new WebhookError('unknown_webhook', `no webhook "${name}"`, 404);
+  const notFound = WEBHOOK_ERRORS.unknownWebhook;
 
   // Runs started after a 202 are part of this worker's in-flight work: closing the app (shutdown,
   // restart) waits for them. Each run is bounded by its workflow's time limit, so the wait is too.
@@ -68,7 +68,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const name = request.params['*'];
-      if (!server.webhooks) throw new WebhookError('webhook_unavailable', 'webhooks are not available on this server', 503);
+      if (!server.webhooks) throw webhooksUnavailable();
       if (!NAME.test(name)) throw notFound(name.slice(0, 64));
       const organization = await app.organizationOf(request);
       // An unknown host answers like an unknown webhook: nothing tells a sender which tenants exist.
