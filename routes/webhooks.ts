@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { errorReply } from '../schemas/errors.js';
+import { ENVELOPE_ERRORS, answerOf, errorReply } from '../schemas/errors.js';
 import { WebhookParams, WebhookPayload, WebhookReply } from '../schemas/webhooks.js';
 import type { onErrorHookHandler } from 'fastify';
 import { WEBHOOK_ERRORS, WebhookError, webhooksUnavailable } from '../src/webhooks/errors.js';
@@ -51,16 +51,16 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
           202: Type.Object(WebhookReply.properties, { description: 'Verified; the mapped workflow runs after this reply', examples: [{ accepted: true, event: 'push', workflow: 'make-item' }] }),
           400: errorReply(
             'The payload is not JSON, or it lacks the event name',
-            { code: 'invalid_body', message: 'the body is not valid JSON: Unexpected end of JSON input' },
-            { code: 'missing_event', message: 'the event name (header x-github-event) is missing' },
+            WEBHOOK_ERRORS.invalidBody.example('Unexpected end of JSON input'),
+            WEBHOOK_ERRORS.missingEvent.example('header x-github-event'),
           ),
-          401: errorReply('The signature or token does not match the webhook secret', { code: 'invalid_signature', message: 'the delivery is not signed with the secret of webhook "github"' }),
-          404: errorReply('No webhook of this name for the request host', { code: 'unknown_webhook', message: 'no webhook "github"' }),
-          413: errorReply('The payload is larger than 1 MiB', { code: 'payload_too_large', message: 'Request body is too large' }),
+          401: errorReply('The signature or token does not match the webhook secret', WEBHOOK_ERRORS.invalidSignature.example('github')),
+          404: errorReply('No webhook of this name for the request host', WEBHOOK_ERRORS.unknownWebhook.example('github')),
+          413: errorReply('The payload is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
           503: errorReply(
             'Webhooks are not available on this server, or this webhook is misconfigured',
-            { code: 'webhook_unavailable', message: 'webhooks are not available on this server' },
-            { code: 'webhook_unavailable', message: 'webhook "github" is misconfigured' },
+            answerOf(webhooksUnavailable()),
+            WEBHOOK_ERRORS.webhookUnavailable.example('webhook "github" is misconfigured'),
           ),
         },
       },

@@ -6,7 +6,7 @@ import { FleetplaneError, errorAnswer, type ErrorAnswer } from '../src/errors.js
 import { DATA_ALIASES, IpcError, withDataAlias } from '../src/ipc/envelope.js';
 import { authorizationRequest } from '../plugins/authorize.js';
 import { websocketErrorHandler } from '../plugins/errors.js';
-import { errorReply } from '../schemas/errors.js';
+import { ENVELOPE_ERRORS, errorReply } from '../schemas/errors.js';
 import { controlEnvelope } from './control.js';
 import { isCrudMethod } from '../src/crud/envelope.js';
 import { runCrud } from '../src/crud/run.js';
@@ -155,8 +155,8 @@ const ws: FastifyPluginAsync = async (app) => {
         response: {
           403: errorReply(
             'The upgrade was refused: the host serves no organization, or the `Authorization` key is malformed, unknown, revoked or another organization\'s',
-            { code: 'forbidden', message: 'this request is not authorized here' },
-            { code: 'key_revoked', message: 'this key has been revoked' },
+            ENVELOPE_ERRORS.notAuthorized,
+            ENVELOPE_ERRORS.revoked,
           ),
         },
       } as FastifySchema,
