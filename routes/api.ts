@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FailureLog } from '../plugins/errors.js';
 import { ApiPathParams, ApiPathRequest, ApiReply, ApiRequest, upstreamErrorReply } from '../schemas/api.js';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
-import { API_ERRORS, ApiError } from '../src/api/errors.js';
+import { API_ERRORS } from '../src/api/errors.js';
 import { FleetplaneError } from '../src/errors.js';
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
@@ -37,13 +38,8 @@ function checkEnvelope(request: FastifyRequest): FleetplaneError | undefined {
   return undefined;
 }
 
-/** An upstream's failure is logged here, with the provider and endpoint; the error handler answers it. */
-const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
-  if (error instanceof ApiError && error.statusCode >= 500) {
-    request.log.warn({ api: request.envelope?.api, endpoint: request.envelope?.endpoint, code: error.code, upstreamStatus: error.upstreamStatus }, 'api call failed');
-  }
-  done();
-};
+/** An upstream's failure is logged by the error handler naming the provider and endpoint. */
+const failureLog: FailureLog = { message: 'api call failed', context: (request) => ({ api: request.envelope?.api, endpoint: request.envelope?.endpoint }) };
 
 /** `POST /api`, `POST /api/*`: an authorized envelope → the organization's provider → `{ status, data }`. */
 const api: FastifyPluginAsyncTypebox = async (app) => {
@@ -86,7 +82,7 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/api',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: {
         ...common,
         operationId: 'callApi',
@@ -99,14 +95,13 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
-      onError: logFailure,
     },
     handler,
   );
   app.post(
     '/api/*',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: {
         ...common,
         operationId: 'callApiByPath',
@@ -117,7 +112,6 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
-      onError: logFailure,
     },
     handler,
   );

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FailureLog } from '../plugins/errors.js';
 import { Type } from '@sinclair/typebox';
 import { ENVELOPE_ERRORS, answerOf, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ManagerReply, ManagerRequest } from '../schemas/manager.js';
@@ -8,7 +9,7 @@ import { MANAGER_METHODS } from '../src/manager/envelope.js';
 import { MANAGER_ERRORS, ManagerError, managesNoFleet } from '../src/manager/errors.js';
 import type { ManagerEnvelopeHandler } from '../src/manager/manager.js';
 import { isProviderRequest } from '../src/manager/provider-request.js';
-import { API_ERRORS, ApiError } from '../src/api/errors.js';
+import { API_ERRORS } from '../src/api/errors.js';
 
 export interface ManagerRouteOptions {
   /** Default: the server's `manager`. */
@@ -43,13 +44,8 @@ function checkMethod(request: FastifyRequest): ManagerError | undefined {
   return undefined;
 }
 
-/** A provider's or the store's failure is logged here, with the method; the error handler answers it. */
-const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
-  if ((error instanceof ManagerError || error instanceof ApiError) && error.statusCode >= 500) {
-    request.log.warn({ method: request.envelope?.method, api: request.envelope?.api, code: error.code }, 'manager request failed');
-  }
-  done();
-};
+/** A provider's or the parent's failure is logged by the error handler naming the method (and the provider). */
+const failureLog: FailureLog = { message: 'manager request failed', context: (request) => ({ method: request.envelope?.method, api: request.envelope?.api }) };
 
 /** `POST /manager`, `POST /manager/<method>` (SPEC 13.3): the parent's control of the servers it manages. */
 const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, options) => {
@@ -100,17 +96,16 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     'It answers `{ status, data }`.';
   app.post(
     '/manager',
-    { config: { envelope: true }, schema: { ...common, operationId: 'manage', summary: 'Manage the servers of tenant clusters', description }, preValidation: prepareEnvelope, preHandler: app.authorizeEnvelope, onError: logFailure },
+    { config: { envelope: true, failureLog }, schema: { ...common, operationId: 'manage', summary: 'Manage the servers of tenant clusters', description }, preValidation: prepareEnvelope, preHandler: app.authorizeEnvelope },
     handler,
   );
   app.post(
     '/manager/*',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: { ...common, operationId: 'manageByPath', summary: 'As POST /manager, with the method in the path: /manager/<method>', description, params: Type.Object({ '*': Type.String() }) },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
-      onError: logFailure,
     },
     handler,
   );

@@ -2,16 +2,13 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { ENVELOPE_ERRORS, answerOf, errorReply } from '../schemas/errors.js';
 import { WebhookParams, WebhookPayload, WebhookReply } from '../schemas/webhooks.js';
-import type { onErrorHookHandler } from 'fastify';
-import { WEBHOOK_ERRORS, WebhookError, webhooksUnavailable } from '../src/webhooks/errors.js';
+import type { FailureLog } from '../plugins/errors.js';
+import { WEBHOOK_ERRORS, webhooksUnavailable } from '../src/webhooks/errors.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-/** A refused signature is worth a line; the error handler answers it. */
-const logRefusal: onErrorHookHandler = (request, _reply, error, done) => {
-  if (error instanceof WebhookError && error.statusCode === 401) request.log.info({ webhook: (request.params as { '*': string })['*'] }, 'webhook signature refused');
-  done();
-};
+/** A refused signature is logged by the error handler naming the webhook. */
+const failureLog: FailureLog = { message: 'webhook delivery failed', context: (request) => ({ webhook: (request.params as { '*': string })['*'] }) };
 
 /**
  * `POST /webhooks/<name>`. Senders carry no key: the signature over the raw body is the proof, so
@@ -34,7 +31,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/webhooks/*',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: {
         tags: ['webhooks'],
         operationId: 'deliverWebhook',
@@ -64,7 +61,6 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
           ),
         },
       },
-      onError: logRefusal,
     },
     async (request, reply) => {
       const name = request.params['*'];

@@ -1,10 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FailureLog } from '../plugins/errors.js';
 import { ENVELOPE_ERRORS, answerOf, errorReply, permissionDenied } from '../schemas/errors.js';
 import { API_ERRORS } from '../src/api/errors.js';
 import { WorkflowParams, WorkflowReply, WorkflowRequest, workflowErrorReply } from '../schemas/workflows.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
-import { WORKFLOW_ERRORS, WorkflowError, workflowsUnavailable } from '../src/workflows/errors.js';
+import { WORKFLOW_ERRORS, workflowsUnavailable } from '../src/workflows/errors.js';
 import { FleetplaneError } from '../src/errors.js';
 
 const ENVELOPE_FIELDS = new Set(['method', 'apikey']);
@@ -33,13 +34,8 @@ function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (e
   done();
 }
 
-/** A run that failed on the server's side is logged here, with its step; the error handler answers it. */
-const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
-  if (error instanceof WorkflowError && error.statusCode >= 500) {
-    request.log.warn({ workflow: (request.params as { name: string }).name, step: error.step, code: error.code, reason: error.message }, 'workflow failed');
-  }
-  done();
-};
+/** A run that failed on the server's side is logged by the error handler naming the workflow (and its step). */
+const failureLog: FailureLog = { message: 'workflow failed', context: (request) => ({ workflow: (request.params as { name: string }).name }) };
 
 /** `POST /workflows/<name>`: one run per input, results in order under the workflow's name. */
 const workflows: FastifyPluginAsyncTypebox = async (app) => {
@@ -47,7 +43,7 @@ const workflows: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/workflows/:name',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: {
         tags: ['workflows'],
         operationId: 'runWorkflow',
@@ -94,7 +90,6 @@ const workflows: FastifyPluginAsyncTypebox = async (app) => {
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
-      onError: logFailure,
     },
     async (request) => {
       const { name } = request.params;

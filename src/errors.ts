@@ -20,6 +20,13 @@ export function errorBody(code: string, message: string, details?: Readonly<Reco
   return { error: errorAnswer(code, message, details) };
 }
 
+/** The line an answered error is logged with: its level, its own fields, and a message when it has its own. */
+export interface ErrorLogLine {
+  level: 'warn' | 'info';
+  fields: Readonly<Record<string, unknown>>;
+  message?: string;
+}
+
 export interface FleetplaneErrorOptions {
   /** Whether the message may be shown to the caller; by default only a 4xx's is. */
   expose?: boolean;
@@ -47,6 +54,15 @@ export class FleetplaneError extends Error {
   /** Fields the answer carries besides `code` and `message`. */
   get details(): Readonly<Record<string, unknown>> | undefined {
     return undefined;
+  }
+
+  /**
+   * How the error handler logs this error when it answers it, or nothing: a 4xx is the caller's to read and is
+   * not logged; an exposed 5xx is a failure on the server's side (a provider, a parent, a step's target) and is
+   * logged at warn with its code. An error class adds what it knows (the step, the upstream's status).
+   */
+  get logLine(): ErrorLogLine | undefined {
+    return this.expose && this.statusCode >= 500 ? { level: 'warn', fields: { code: this.code } } : undefined;
   }
 
   /** Headers the answer carries (`Retry-After`...). */

@@ -1,4 +1,4 @@
-import { FleetplaneError, SHARED_CODES, errorCode, errorEntry, type ErrorCode } from '../errors.js';
+import { FleetplaneError, SHARED_CODES, errorCode, errorEntry, type ErrorCode, type ErrorLogLine } from '../errors.js';
 
 /** What an upstream's failure carries besides its message. */
 export interface UpstreamFacts {
@@ -25,6 +25,11 @@ export class ApiError extends FleetplaneError {
 
   override get details(): Readonly<Record<string, unknown>> | undefined {
     return this.upstreamStatus === undefined ? undefined : { upstreamStatus: this.upstreamStatus };
+  }
+
+  override get logLine(): ErrorLogLine | undefined {
+    const line = super.logLine;
+    return line && { ...line, fields: { ...line.fields, upstreamStatus: this.upstreamStatus } };
   }
 }
 

@@ -1,10 +1,18 @@
-import { FleetplaneError, errorCode, errorEntry, type ErrorCode } from '../errors.js';
+import { FleetplaneError, errorCode, errorEntry, type ErrorCode, type ErrorLogLine } from '../errors.js';
 
 /** A delivery refused before anything ran; messages never carry a secret or the expected signature. */
 export class WebhookError extends FleetplaneError {
   override readonly name = 'WebhookError';
   constructor(declaration: ErrorCode, message: string) {
     super(declaration.code, message, declaration.statusCode, { expose: true });
+  }
+
+  /**
+   * A refused signature is worth a line (someone holds the URL without the secret); the other refusals are the
+   * sender's to read in its answer.
+   */
+  override get logLine(): ErrorLogLine | undefined {
+    return this.code === WEBHOOK_ERRORS.invalidSignature.code ? { level: 'info', fields: {}, message: 'webhook signature refused' } : undefined;
   }
 }
 

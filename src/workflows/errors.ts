@@ -1,4 +1,4 @@
-import { FleetplaneError, SHARED_CODES, errorCode, errorEntry, type ErrorCode } from '../errors.js';
+import { FleetplaneError, SHARED_CODES, errorCode, errorEntry, type ErrorCode, type ErrorLogLine } from '../errors.js';
 
 /**
  * A workflow that could not run or finish. `step` names the failing top-level step; the message carries the
@@ -17,6 +17,11 @@ export class WorkflowError extends FleetplaneError {
 
   override get details(): Readonly<Record<string, unknown>> | undefined {
     return this.step ? { step: this.step } : undefined;
+  }
+
+  override get logLine(): ErrorLogLine | undefined {
+    const line = super.logLine;
+    return line && { ...line, fields: { step: this.step, ...line.fields, reason: this.message } };
   }
 
   /** The same failure seen from an enclosing step, input or output: its code and status, the message prefixed. */
