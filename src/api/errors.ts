@@ -1,3 +1,4 @@
+import { SECRET_CODES } from '../secrets/errors.js';
 import { FleetplaneError, SHARED_CODES, errorCode, errorEntry, type ErrorCode, type ErrorLogLine } from '../errors.js';
 
 /** What an upstream's failure carries besides its message. */
@@ -74,6 +75,6 @@ export const API_ERRORS = {
     (api: string, timeoutMs: number) => `provider "${api}" did not answer within ${timeoutMs} ms`,
     (_api, timeoutMs) => ({ timeoutMs }),
   ),
-  secretUnreadable: entry(errorCode('secret_unreadable', 503), (api: string) => `api "${api}" cannot be used: a header secret cannot be decrypted on this server`),
+  secretUnreadable: entry(SECRET_CODES.secretUnreadable, (api: string) => `api "${api}" cannot be used: a header secret cannot be decrypted on this server`),
   unavailable: entry(SHARED_CODES.unavailable, () => 'API providers are not available on this server'),
 };
