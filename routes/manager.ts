@@ -4,7 +4,7 @@ import type { FailureLog } from '../plugins/errors.js';
 import { Type } from '@sinclair/typebox';
 import { ENVELOPE_ERRORS, answerOf, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ManagerReply, ManagerRequest } from '../schemas/manager.js';
-import { METHOD_PREFIX, unknownMethod } from '../src/manager/commands.js';
+import { METHOD_PREFIX } from '../src/manager/commands.js';
 import { MANAGER_METHODS } from '../src/manager/envelope.js';
 import { MANAGER_ERRORS, ManagerError, managesNoFleet } from '../src/manager/errors.js';
 import type { ManagerEnvelopeHandler } from '../src/manager/manager.js';
@@ -39,7 +39,7 @@ function checkMethod(request: FastifyRequest): ManagerError | undefined {
   if (typeof fields.method !== 'string') return MANAGER_ERRORS.invalidEnvelope('method: is required');
   // A provider request is authorized on its own method (`post`...) with its api/endpoint/data restrictions, as on `/api`.
   if (isProviderRequest(fields)) return undefined;
-  if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return unknownMethod(fields.method.slice(0, 128));
+  if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return MANAGER_ERRORS.unknownMethod(fields.method.slice(0, 128));
   fields.method = METHOD_PREFIX + fields.method;
   return undefined;
 }
@@ -55,7 +55,7 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     400: errorReply(
       'The body is not valid JSON, names no manager method or collection, or does not fit its method',
       ENVELOPE_ERRORS.invalidJson,
-      unknownMethod('object.read').toBody().error,
+      MANAGER_ERRORS.unknownMethod.example('object.read'),
       MANAGER_ERRORS.unknownCollection.example('keys'),
       MANAGER_ERRORS.cloudMismatch.example('deployment.cloud:', 'hetzner', 'local'),
     ),

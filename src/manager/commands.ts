@@ -56,7 +56,7 @@ export class ManagerCommands {
       return sendProviderRequest(this.deps.api, envelope, await this.boundCluster(scope, envelope.user.key_id));
     }
     const method = envelope.method.startsWith(METHOD_PREFIX) ? envelope.method.slice(METHOD_PREFIX.length) : envelope.method;
-    if (!(MANAGER_METHODS as readonly string[]).includes(method)) throw unknownMethod(method);
+    if (!(MANAGER_METHODS as readonly string[]).includes(method)) throw MANAGER_ERRORS.unknownMethod(method);
     const bound = await this.boundCluster(scope, envelope.user.key_id);
     try {
       switch (method as ManagerMethod) {
@@ -170,6 +170,3 @@ export class ManagerCommands {
     return { deletedCount: result.deletedCount };
   }
 }
-
-export const unknownMethod = (method: string) =>
-  MANAGER_ERRORS.unknownMethod(method, MANAGER_METHODS);

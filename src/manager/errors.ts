@@ -1,3 +1,4 @@
+import { MANAGER_METHODS } from './envelope.js';
 import { FleetplaneError, SHARED_CODES, errorCode, errorEntry, type ErrorCode } from '../errors.js';
 
 /**
@@ -23,7 +24,7 @@ export const MANAGER_ERRORS = {
   invalidEnvelope: entry(SHARED_CODES.invalidEnvelope, (reason: string) => reason),
   unknownMethod: entry(
     errorCode('unknown_method', 400),
-    (method: string, methods: readonly string[]) => `method: "${method}" is not a manager method (${methods.join(', ')}, or an HTTP verb with an api for a provider request)`,
+    (method: string) => `method: "${method}" is not a manager method (${MANAGER_METHODS.join(', ')}, or an HTTP verb with an api for a provider request)`,
   ),
   unknownCollection: entry(errorCode('unknown_collection', 400), (name: string) => `collection: "${name}" is not managed here (servers or clusters)`),
   /** A cloud named in the request that is not the api the key was authorized for; `where` names the field. */
