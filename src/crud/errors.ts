@@ -4,16 +4,14 @@ import { STORE_CODES, type StoreError } from '../db/errors.js';
 /** A CRUD envelope refused or failed; `code` and `message` are safe to show to the caller. */
 export class CrudError extends FleetplaneError {
   override readonly name = 'CrudError';
-  constructor(
-    readonly declaration: ErrorCode,
-    message: string,
-  ) {
+  constructor(declaration: ErrorCode, message: string) {
     super(declaration.code, message, declaration.statusCode, { expose: true });
   }
 
   /** The same refusal of one document among several: its code and status, the message prefixed. */
   within(prefix: string): CrudError {
-    return new CrudError(this.declaration, `${prefix}${this.message}`);
+    // The error is its own declaration: its code and status.
+    return new CrudError(this, `${prefix}${this.message}`);
   }
 }
 
@@ -38,4 +36,4 @@ export const CRUD_ERRORS = {
 };
 
 /** Any other refusal of the store, answered with the store's own code and status. */
-export const storeRefusal = (error: StoreError) => new CrudError(error.declaration, error.message);
+export const storeRefusal = (error: StoreError) => new CrudError(error, error.message);

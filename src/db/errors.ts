@@ -29,10 +29,8 @@ export type StoreErrorCode = keyof typeof STORE_CODES;
 /** Every failure of the data layer; `code` is stable and safe to show to a caller, `statusCode` its HTTP status. */
 export class StoreError extends FleetplaneError {
   override readonly name: string = 'StoreError';
-  readonly declaration: ErrorCode;
   constructor(message: string, code: StoreErrorCode = 'store_error', options?: { cause?: unknown }) {
     super(code, message, STORE_CODES[code].statusCode, options);
-    this.declaration = STORE_CODES[code];
   }
 }
 

@@ -7,7 +7,7 @@ import { FleetplaneError, SHARED_CODES, errorCode, errorEntry, type ErrorCode, t
 export class WorkflowError extends FleetplaneError {
   override readonly name = 'WorkflowError';
   constructor(
-    readonly declaration: ErrorCode,
+    declaration: ErrorCode,
     message: string,
     readonly step?: string,
   ) {
@@ -26,7 +26,8 @@ export class WorkflowError extends FleetplaneError {
 
   /** The same failure seen from an enclosing step, input or output: its code and status, the message prefixed. */
   within(prefix: string, step: string | undefined = this.step): WorkflowError {
-    return new WorkflowError(this.declaration, `${prefix}${this.message}`, step);
+    // The error is its own declaration: its code and status.
+    return new WorkflowError(this, `${prefix}${this.message}`, step);
   }
 
   /** The failure of the step `name`; a nested one reads `step "outer" → step "inner": ...`. */
