@@ -96,9 +96,10 @@ t.test("the OpenAPI document's error examples answer with their code's status", 
 });
 
 t.test('workflows: a failure keeps its code and status wherever it is seen from', async (t) => {
-  const nested = WORKFLOW_ERRORS.stepFailed('provider "items" answered 500').atStep('boom').atStep('inner').within('input 1: ');
-  t.same(nested.toBody(), { error: { code: 'step_failed', message: 'input 1: step "inner" → step "boom": provider "items" answered 500', step: 'inner' } });
-  t.equal(nested.statusCode, 502);
+  const nested = WORKFLOW_ERRORS.stepFailed('provider "items" answered 500').atStep('boom').atStep('inner');
+  const ofInput = nested.within('input 1: ', nested.step);
+  t.same(ofInput.toBody(), { error: { code: 'step_failed', message: 'input 1: step "inner" → step "boom": provider "items" answered 500', step: 'inner' } });
+  t.equal(ofInput.statusCode, 502);
   t.same(WORKFLOW_ERRORS.missingReference('input.id').toBody(), { error: { code: 'missing_reference', message: '${input.id} has no value' } });
   t.equal(WORKFLOW_ERRORS.missingReference('input.id').statusCode, 400, "the caller's input lacks a value");
   t.equal(WORKFLOW_ERRORS.missingStepValue('steps.a.id').statusCode, 422, "an earlier step's result lacks a value: the definition's");

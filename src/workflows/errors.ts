@@ -24,8 +24,8 @@ export class WorkflowError extends FleetplaneError {
     return line && { ...line, fields: { step: this.step, ...line.fields, reason: this.message } };
   }
 
-  /** The same failure seen from an enclosing step, input or output: its code and status, the message prefixed. */
-  within(prefix: string, step: string | undefined = this.step): WorkflowError {
+  /** The same failure seen from an enclosing step, input or output: its code and status, the message prefixed, `step` named. */
+  within(prefix: string, step: string | undefined): WorkflowError {
     // The error is its own declaration: its code and status.
     return new WorkflowError(this, `${prefix}${this.message}`, step);
   }

@@ -68,7 +68,7 @@ export class WorkflowService {
       try {
         results.push(await runWorkflow(this.engine, workflow, input, context.organization_id));
       } catch (error) {
-        if (error instanceof WorkflowError && inputs.length > 1) throw error.within(`input ${index}: `);
+        if (error instanceof WorkflowError && inputs.length > 1) throw error.within(`input ${index}: `, error.step);
         throw error;
       }
     }
