@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import type { FastifyPluginAsync, FastifyRequest, preHandlerAsyncHookHandler, preHandlerHookHandler } from 'fastify';
 import type { AuthorizationRequest, Authorizer } from '../src/auth/authorize.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
-import { AuthorizationError } from '../src/auth/errors.js';
+import { AUTH_ERRORS, AuthorizationError } from '../src/auth/errors.js';
 import { StoreError } from '../src/db/errors.js';
 
 export type EnvelopeAuthorizer = Pick<Authorizer, 'request'> & Partial<Pick<Authorizer, 'cached'>>;
@@ -30,7 +30,7 @@ export interface AuthorizePluginOptions {
 
 /** Without an authorization service nothing is authorized: every protected route answers 403. */
 const unavailable: EnvelopeAuthorizer = {
-  request: () => Promise.reject(new AuthorizationError('authorization_unavailable', 'authorization is not available')),
+  request: () => Promise.reject(AUTH_ERRORS.authorizationUnavailable()),
 };
 
 /**
@@ -68,7 +68,7 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
       const refusal =
         error instanceof AuthorizationError
           ? error
-          : new AuthorizationError('authorization_failed', 'the request could not be authorized');
+          : AUTH_ERRORS.authorizationFailed();
       if (!(error instanceof AuthorizationError)) request.log.error({ err: error }, 'authorization failed');
       // The error handler answers it, with `Retry-After` past the failed-authentication limit.
       throw refusal;

@@ -9,6 +9,32 @@ import { declaredFieldLike, misspelledAs, schemaAt, unknownField } from '../src/
 import { sendError } from './error-reply.js';
 import { closeUpgradeOnAnswer, refuseDuplicateHeader } from './request-guard.js';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** How this route's failed envelopes are logged: the error handler logs them all by one policy (see `logFailure`). */
+    failureLog?: FailureLog;
+  }
+}
+
+/** What a route tells the error handler about its failed envelopes. */
+export interface FailureLog {
+  /** The line's message (`workflow failed`), unless the error has its own. */
+  message: string;
+  /** What the line names of the request: the workflow, the provider and endpoint, the method. */
+  context(request: FastifyRequest): Record<string, unknown>;
+}
+
+/**
+ * One policy for the failed envelopes of every route: an answered domain error that asks for a line (an exposed
+ * 5xx at warn, a refusal worth noting at its level; see `FleetplaneError.logLine`) is logged with what its route
+ * names of the request, then the error's own fields (its code, the step, the upstream's status).
+ */
+function logFailure(request: FastifyRequest, error: FleetplaneError): void {
+  const failureLog = request.routeOptions.config.failureLog;
+  const line = failureLog && error.logLine;
+  if (line) request.log[line.level]({ ...failureLog.context(request), ...line.fields }, line.message ?? failureLog.message);
+}
+
 /** Fastify's own error codes mapped to stable, documented ones. */
 const CODES: Record<number, string> = {
   400: 'bad_request',
@@ -66,6 +92,7 @@ const errors: FastifyPluginAsync = async (app) => {
   };
   app.setErrorHandler((error: FastifyError | FleetplaneError, request, reply) => {
     if (error instanceof FleetplaneError && error.expose) {
+      logFailure(request, error);
       // The caller hears that the store is unavailable; the operator reads why (full, locked, unreadable).
       if (error.statusCode === 503 && error.cause instanceof StoreError) warnStore(request.log, error.cause);
       return sendError(reply, error.statusCode, error.toBody(), error.headers);

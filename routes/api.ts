@@ -1,13 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FailureLog } from '../plugins/errors.js';
 import { ApiPathParams, ApiPathRequest, ApiReply, ApiRequest, upstreamErrorReply } from '../schemas/api.js';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
-import { ApiError } from '../src/api/errors.js';
+import { API_ERRORS } from '../src/api/errors.js';
 import { FleetplaneError } from '../src/errors.js';
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-const refusal = (code: string, message: string) => new FleetplaneError(code, message, 400);
 
 /** Before validation: the raw shortcut is named as such, and `/api/<api>/<endpoint>` fills the body's names. */
 function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (error?: FleetplaneError) => void): void {
@@ -20,31 +20,26 @@ function checkEnvelope(request: FastifyRequest): FleetplaneError | undefined {
   const body = request.body;
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
   if (Object.hasOwn(body, 'url')) {
-    return refusal('url_not_supported', 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl');
+    return API_ERRORS.urlNotSupported();
   }
   const wildcard = (request.params as { '*'?: string })['*'];
   if (!wildcard) return undefined;
   const segments = wildcard.split('/');
   if (segments.length > 2 || !segments.every((segment) => SEGMENT.test(segment))) {
-    return refusal('invalid_path', 'the path must be /api/<api> or /api/<api>/<endpoint>');
+    return API_ERRORS.invalidPath();
   }
   const named = body as Record<string, unknown>;
   for (const [field, value] of [['api', segments[0]], ['endpoint', segments[1]]] as const) {
     if (value === undefined) continue;
-    if (named[field] !== undefined && named[field] !== value) return refusal('path_mismatch', `${field}: the body says "${String(named[field])}", the path "${value}"`);
+    if (named[field] !== undefined && named[field] !== value) return API_ERRORS.pathMismatch(field, String(named[field]), value);
     named[field] = value;
   }
-  if (named.endpoint === undefined) return refusal('invalid_request', 'endpoint: is required');
+  if (named.endpoint === undefined) return API_ERRORS.invalidRequest('endpoint: is required');
   return undefined;
 }
 
-/** An upstream's failure is logged here, with the provider and endpoint; the error handler answers it. */
-const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
-  if (error instanceof ApiError && error.statusCode >= 500) {
-    request.log.warn({ api: request.envelope?.api, endpoint: request.envelope?.endpoint, code: error.code, upstreamStatus: error.upstreamStatus }, 'api call failed');
-  }
-  done();
-};
+/** An upstream's failure is logged by the error handler naming the provider and endpoint. */
+const failureLog: FailureLog = { message: 'api call failed', context: (request) => ({ api: request.envelope?.api, endpoint: request.envelope?.endpoint }) };
 
 /** `POST /api`, `POST /api/*`: an authorized envelope → the organization's provider → `{ status, data }`. */
 const api: FastifyPluginAsyncTypebox = async (app) => {
@@ -54,29 +49,32 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
     400: errorReply(
       'The body is not valid JSON, or the envelope does not fit the endpoint',
       ENVELOPE_ERRORS.invalidJson,
-      { code: 'invalid_request', message: 'method: is required' },
-      { code: 'url_not_supported', message: 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl' },
-      { code: 'method_mismatch', message: 'method: endpoint "create" of api "items" is "post", not "get"' },
-      { code: 'invalid_path_parameter', message: 'data.id: path parameter is required' },
+      API_ERRORS.invalidRequest.example('method: is required'),
+      API_ERRORS.urlNotSupported.example(),
+      API_ERRORS.pathMismatch.example('api', 'items', 'orders'),
+      API_ERRORS.methodMismatch.example('items', 'create', 'post', 'get'),
+      API_ERRORS.invalidPathParameter.example('id', 'path parameter is required'),
     ),
     403: errorReply('The key is missing, unknown, revoked or expired, or may not call this endpoint', ENVELOPE_ERRORS.notAuthorized, permissionDenied('post'), ENVELOPE_ERRORS.malformedAuthorization),
-    404: errorReply('The organization has no such API provider or endpoint', { code: 'unknown_api', message: 'no api "items" in this organization' }, { code: 'unknown_endpoint', message: 'api "items" has no endpoint "archive"' }),
+    404: errorReply('The organization has no such API provider or endpoint', API_ERRORS.unknownApi.example('items'), API_ERRORS.unknownEndpoint.example('items', 'archive')),
     413: errorReply('The body is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
-    422: errorReply('The stored provider definition is not valid', { code: 'invalid_provider', message: 'api "items" is not a valid provider: baseUrl: must be an http or https URL' }),
+    422: errorReply('The stored provider definition is not valid', API_ERRORS.invalidProvider.example('items', 'baseUrl: must be an http or https URL')),
     502: upstreamErrorReply(
       'The upstream answered 5xx, an invalid or oversized reply, or could not be reached',
-      { code: 'upstream_failed', message: 'provider "items" answered 500', upstreamStatus: 500 },
-      { code: 'upstream_unreachable', message: 'provider "items" could not be reached' },
+      API_ERRORS.upstreamFailed.example('items', 500),
+      API_ERRORS.upstreamUnreachable.example('items'),
+      API_ERRORS.upstreamInvalidReply.example('items', 200),
+      API_ERRORS.upstreamTooLarge.example('items', 1_048_576),
     ),
     503: errorReply(
       'API providers are not available on this server, or a provider header secret cannot be decrypted here',
-      { code: 'unavailable', message: 'API providers are not available on this server' },
-      { code: 'secret_unreadable', message: 'api "items" cannot be used: a header secret cannot be decrypted on this server' },
+      API_ERRORS.unavailable.example(),
+      API_ERRORS.secretUnreadable.example('items'),
     ),
-    504: upstreamErrorReply('The upstream did not answer within the provider timeout', { code: 'upstream_timeout', message: 'provider "items" did not answer within 10000 ms' }),
+    504: upstreamErrorReply('The upstream did not answer within the provider timeout', API_ERRORS.upstreamTimeout.example('items', 10_000)),
   };
   const handler = async (request: FastifyRequest) => {
-    if (!api) throw new ApiError('unavailable', 'API providers are not available on this server', 503);
+    if (!api) throw API_ERRORS.unavailable();
     return api.send(request.envelope!);
   };
   const common = { tags: ['api'], security: [{ bearer: [] }], response: responses };
@@ -84,7 +82,7 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/api',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: {
         ...common,
         operationId: 'callApi',
@@ -97,14 +95,13 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
-      onError: logFailure,
     },
     handler,
   );
   app.post(
     '/api/*',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: {
         ...common,
         operationId: 'callApiByPath',
@@ -115,7 +112,6 @@ const api: FastifyPluginAsyncTypebox = async (app) => {
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
-      onError: logFailure,
     },
     handler,
   );

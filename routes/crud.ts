@@ -2,6 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { CrudReply, CrudRequest } from '../schemas/crud.js';
 import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 import { runCrud } from '../src/crud/run.js';
+import { CRUD_ERRORS } from '../src/crud/errors.js';
+import { DocumentTooLargeError } from '../src/db/errors.js';
+import { MAX_DOCUMENT_BYTES } from '../src/db/validate.js';
 
 /** `POST /crud`: object.create/read/update/delete on a collection of the caller's organization. */
 const crud: FastifyPluginAsyncTypebox = async (app) => {
@@ -25,14 +28,18 @@ const crud: FastifyPluginAsyncTypebox = async (app) => {
             'The body is not valid JSON, or the envelope is not valid for its method',
             ENVELOPE_ERRORS.invalidJson,
             { code: 'invalid_request', message: 'collection: is required' },
-            { code: 'invalid_envelope', message: 'documents: not used by object.read' },
-            { code: 'secret_field', message: 'headers.Authorization: apis.headers holds secrets and cannot be queried' },
-            { code: 'read_only', message: 'organizations are changed with "fleetplane apply" or "fleetplane init", not through /crud' },
+            CRUD_ERRORS.invalidEnvelope.example('documents: not used by object.read'),
+            CRUD_ERRORS.secretField.example('headers.Authorization', 'apis.headers'),
+            CRUD_ERRORS.readOnly.example(),
           ),
           403: errorReply('The key is missing, unknown, revoked or expired, or may not use this method on this collection', ENVELOPE_ERRORS.notAuthorized, permissionDenied('object.delete'), ENVELOPE_ERRORS.revoked),
-          409: errorReply('A document with the same unique field already exists', { code: 'duplicate_key', message: 'a document with the same organization_id_1_name_1 already exists' }),
-          413: errorReply('The body is larger than 1 MiB, or a document is larger than the store takes', ENVELOPE_ERRORS.tooLarge),
-          503: errorReply('The data store is not available on this server', { code: 'unavailable', message: 'the data store is not available on this server' }),
+          409: errorReply('A document with the same unique field already exists', CRUD_ERRORS.duplicateKey.example('organization_id_1_name_1')),
+          413: errorReply(
+            'The body is larger than 1 MiB, or a document is larger than the store takes',
+            ENVELOPE_ERRORS.tooLarge,
+            CRUD_ERRORS.documentTooLarge.example(new DocumentTooLargeError(undefined, MAX_DOCUMENT_BYTES).message),
+          ),
+          503: errorReply('The data store is not available on this server', CRUD_ERRORS.unavailable.example()),
         },
       },
       preHandler: app.authorizeEnvelope,

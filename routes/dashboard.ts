@@ -5,7 +5,7 @@ import type { FastifyReply } from 'fastify';
 import { packageFacts } from '../src/package.js';
 import { ASSET_PREFIX, loadDashboardAssets, type DashboardAssets } from '../src/overview/assets.js';
 import { errorReply } from '../schemas/errors.js';
-import { FleetplaneError } from '../src/errors.js';
+import { FleetplaneError, SHARED_CODES, errorCode, errorEntry } from '../src/errors.js';
 
 /**
  * What the page may load and talk to: its own origin only, and nothing inline. `connect-src 'self'` covers
@@ -29,8 +29,13 @@ const AssetParams = Type.Object({
   '*': Type.String({ maxLength: 256, description: 'The file below it' }),
 });
 
-const NOT_FOUND = errorReply('No such dashboard file: the version is not this server\'s, or the file does not exist', { code: 'not_found', message: 'no such dashboard file' });
-const UNAVAILABLE = errorReply('The dashboard files of this installation cannot be read', { code: 'unavailable', message: 'the dashboard is not available on this server' });
+/** The dashboard's two errors: a file it does not have (the router's `not_found`), and files it cannot read. */
+const DASHBOARD_ERRORS = {
+  notFound: errorEntry(errorCode('not_found', 404), (declared) => new FleetplaneError(declared.code, 'no such dashboard file', declared.statusCode)),
+  unavailable: errorEntry(SHARED_CODES.unavailable, (declared) => new FleetplaneError(declared.code, 'the dashboard is not available on this server', declared.statusCode, { expose: true })),
+};
+const NOT_FOUND = errorReply('No such dashboard file: the version is not this server\'s, or the file does not exist', DASHBOARD_ERRORS.notFound.example());
+const UNAVAILABLE = errorReply('The dashboard files of this installation cannot be read', DASHBOARD_ERRORS.unavailable.example());
 
 function protect(reply: FastifyReply): FastifyReply {
   return reply
@@ -50,11 +55,11 @@ const dashboard: FastifyPluginAsyncTypebox = async (app) => {
   const facts = packageFacts();
   let loading: Promise<DashboardAssets> | undefined;
   const assets = () => {
-    if (!facts) return Promise.reject(new FleetplaneError('unavailable', 'the dashboard is not available on this server', 503, { expose: true }));
+    if (!facts) return Promise.reject(DASHBOARD_ERRORS.unavailable());
     loading ??= loadDashboardAssets(path.join(facts.root, 'dashboard'), facts.version).catch((error: unknown) => {
       loading = undefined;
       app.log.error({ err: error }, 'the dashboard files could not be read');
-      throw new FleetplaneError('unavailable', 'the dashboard is not available on this server', 503, { expose: true });
+      throw DASHBOARD_ERRORS.unavailable();
     });
     return loading;
   };
@@ -103,7 +108,7 @@ const dashboard: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const { version, files } = await assets();
       const file = request.params.version === version ? files.get(request.params['*']) : undefined;
-      if (!file) throw new FleetplaneError('not_found', 'no such dashboard file', 404);
+      if (!file) throw DASHBOARD_ERRORS.notFound();
       return protect(reply).header('cache-control', IMMUTABLE).type(file.type).send(file.body);
     },
   );

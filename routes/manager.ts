@@ -1,14 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FailureLog } from '../plugins/errors.js';
 import { Type } from '@sinclair/typebox';
-import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
+import { ENVELOPE_ERRORS, answerOf, errorReply, permissionDenied } from '../schemas/errors.js';
 import { ManagerReply, ManagerRequest } from '../schemas/manager.js';
-import { METHOD_PREFIX, unknownMethod } from '../src/manager/commands.js';
+import { METHOD_PREFIX } from '../src/manager/commands.js';
 import { MANAGER_METHODS } from '../src/manager/envelope.js';
-import { MANAGES_NO_FLEET, ManagerError } from '../src/manager/errors.js';
+import { MANAGER_ERRORS, ManagerError, managesNoFleet } from '../src/manager/errors.js';
 import type { ManagerEnvelopeHandler } from '../src/manager/manager.js';
 import { isProviderRequest } from '../src/manager/provider-request.js';
-import { ApiError } from '../src/api/errors.js';
+import { API_ERRORS } from '../src/api/errors.js';
 
 export interface ManagerRouteOptions {
   /** Default: the server's `manager`. */
@@ -31,25 +32,20 @@ function checkMethod(request: FastifyRequest): ManagerError | undefined {
   const fromPath = (request.params as { '*'?: string })['*'];
   if (fromPath !== undefined) {
     if (fields.method !== undefined && fields.method !== fromPath) {
-      return new ManagerError('invalid_envelope', `method: the body says "${String(fields.method).slice(0, 128)}", the path "${fromPath.slice(0, 128)}"`, 400);
+      return MANAGER_ERRORS.invalidEnvelope(`method: the body says "${String(fields.method).slice(0, 128)}", the path "${fromPath.slice(0, 128)}"`);
     }
     fields.method = fromPath;
   }
-  if (typeof fields.method !== 'string') return new ManagerError('invalid_envelope', 'method: is required', 400);
+  if (typeof fields.method !== 'string') return MANAGER_ERRORS.invalidEnvelope('method: is required');
   // A provider request is authorized on its own method (`post`...) with its api/endpoint/data restrictions, as on `/api`.
   if (isProviderRequest(fields)) return undefined;
-  if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return unknownMethod(fields.method.slice(0, 128));
+  if (!(MANAGER_METHODS as readonly string[]).includes(fields.method)) return MANAGER_ERRORS.unknownMethod(fields.method.slice(0, 128));
   fields.method = METHOD_PREFIX + fields.method;
   return undefined;
 }
 
-/** A provider's or the store's failure is logged here, with the method; the error handler answers it. */
-const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
-  if ((error instanceof ManagerError || error instanceof ApiError) && error.statusCode >= 500) {
-    request.log.warn({ method: request.envelope?.method, api: request.envelope?.api, code: error.code }, 'manager request failed');
-  }
-  done();
-};
+/** A provider's or the parent's failure is logged by the error handler naming the method (and the provider). */
+const failureLog: FailureLog = { message: 'manager request failed', context: (request) => ({ method: request.envelope?.method, api: request.envelope?.api }) };
 
 /** `POST /manager`, `POST /manager/<method>` (SPEC 13.3): the parent's control of the servers it manages. */
 const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, options) => {
@@ -59,29 +55,34 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     400: errorReply(
       'The body is not valid JSON, names no manager method or collection, or does not fit its method',
       ENVELOPE_ERRORS.invalidJson,
-      { code: 'unknown_method', message: 'method: "object.read" is not a manager method (object.update, object.delete, createServer, terminateServer)' },
-      { code: 'unknown_collection', message: 'collection: "keys" is not managed here (servers or clusters)' },
-      { code: 'cloud_mismatch', message: 'deployment.cloud: "hetzner" is not the authorized api "local"' },
-      { code: 'unknown_api', message: 'no api "hetzner" in this organization' },
+      MANAGER_ERRORS.unknownMethod.example('object.read'),
+      MANAGER_ERRORS.unknownCollection.example('keys'),
+      MANAGER_ERRORS.cloudMismatch.example('deployment.cloud:', 'hetzner', 'local'),
     ),
     403: errorReply(
       'The key is not a platform key, may not call this method, or names a cluster it cannot reach (unknown clusters answer the same)',
       ENVELOPE_ERRORS.notAuthorized,
       permissionDenied('manager.createServer'),
-      { code: 'forbidden', message: 'the manager serves keys of the platform organization only' },
+      MANAGER_ERRORS.forbidden.example('the manager serves keys of the platform organization only'),
     ),
-    404: errorReply('The cluster has no such server', { code: 'unknown_server', message: 'cluster 0190c0ffee0000c1a5 has no server 0190c0ffee0000b0b0' }),
+    404: errorReply(
+      "The cluster has no such server, or a provider request names an api or endpoint the platform organization does not have (answered as on `/api`)",
+      MANAGER_ERRORS.unknownServer.example('cluster 0190c0ffee0000c1a5 has no server 0190c0ffee0000b0b0'),
+      API_ERRORS.unknownApi.example('hetzner'),
+      API_ERRORS.unknownEndpoint.example('hetzner', 'reboot'),
+    ),
     413: errorReply('The body is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
     502: errorReply(
       'The provider refused or answered without an instance id, or a provider request\'s upstream failed',
-      { code: 'provider_failed', message: 'provider "hetzner" answered 422 to create' },
-      { code: 'upstream_failed', message: 'provider "hetzner" answered 500' },
+      MANAGER_ERRORS.providerFailed.example('provider "hetzner" answered 422 to create'),
+      MANAGER_ERRORS.providerInvalidReply.example(),
+      API_ERRORS.upstreamFailed.example('hetzner', 500),
     ),
-    503: errorReply('This server manages no fleet', { code: 'unavailable', message: MANAGES_NO_FLEET }),
-    504: errorReply("A provider request's upstream did not answer within the provider timeout", { code: 'upstream_timeout', message: 'provider "hetzner" did not answer within 10000 ms' }),
+    503: errorReply('This server manages no fleet', answerOf(managesNoFleet())),
+    504: errorReply("A provider request's upstream did not answer within the provider timeout", API_ERRORS.upstreamTimeout.example('hetzner', 10_000)),
   };
   const handler = async (request: FastifyRequest) => {
-    if (!service) throw new ManagerError('unavailable', MANAGES_NO_FLEET, 503);
+    if (!service) throw managesNoFleet();
     return service.handle(request.envelope!);
   };
   const common = { tags: ['manager'], security: [{ bearer: [] }], response: responses, body: ManagerRequest };
@@ -95,17 +96,16 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
     'It answers `{ status, data }`.';
   app.post(
     '/manager',
-    { config: { envelope: true }, schema: { ...common, operationId: 'manage', summary: 'Manage the servers of tenant clusters', description }, preValidation: prepareEnvelope, preHandler: app.authorizeEnvelope, onError: logFailure },
+    { config: { envelope: true, failureLog }, schema: { ...common, operationId: 'manage', summary: 'Manage the servers of tenant clusters', description }, preValidation: prepareEnvelope, preHandler: app.authorizeEnvelope },
     handler,
   );
   app.post(
     '/manager/*',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: { ...common, operationId: 'manageByPath', summary: 'As POST /manager, with the method in the path: /manager/<method>', description, params: Type.Object({ '*': Type.String() }) },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
-      onError: logFailure,
     },
     handler,
   );

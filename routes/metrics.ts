@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { errorReply, permissionDenied } from '../schemas/errors.js';
+import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
 
 const EXAMPLE = [
   '# HELP fleetplane_worker_restarts_total Workers forked to replace a crashed one',
@@ -30,7 +30,7 @@ const metrics: FastifyPluginAsyncTypebox = async (app) => {
             description: 'Prometheus text exposition format, version 0.0.4',
             content: { 'text/plain': { schema: Type.String({ description: 'Prometheus text format' }), example: EXAMPLE } },
           },
-          403: errorReply('The key is missing, unknown, revoked or expired, or lacks `metrics.read`', { code: 'forbidden', message: 'this request is not authorized here' }, permissionDenied('metrics.read')),
+          403: errorReply('The key is missing, unknown, revoked or expired, or lacks `metrics.read`', ENVELOPE_ERRORS.notAuthorized, permissionDenied('metrics.read')),
         },
       },
       ...(open ? {} : { preHandler: app.requirePermission('metrics.read') }),

@@ -1,17 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { errorReply } from '../schemas/errors.js';
+import { ENVELOPE_ERRORS, answerOf, errorReply } from '../schemas/errors.js';
 import { WebhookParams, WebhookPayload, WebhookReply } from '../schemas/webhooks.js';
-import type { onErrorHookHandler } from 'fastify';
-import { WebhookError } from '../src/webhooks/errors.js';
+import type { FailureLog } from '../plugins/errors.js';
+import { WEBHOOK_ERRORS, webhooksUnavailable } from '../src/webhooks/errors.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-/** A refused signature is worth a line; the error handler answers it. */
-const logRefusal: onErrorHookHandler = (request, _reply, error, done) => {
-  if (error instanceof WebhookError && error.statusCode === 401) request.log.info({ webhook: (request.params as { '*': string })['*'] }, 'webhook signature refused');
-  done();
-};
+/** A refused signature is logged by the error handler naming the webhook. */
+const failureLog: FailureLog = { message: 'webhook delivery failed', context: (request) => ({ webhook: (request.params as { '*': string })['*'] }) };
 
 /**
  * `POST /webhooks/<name>`. Senders carry no key: the signature over the raw body is the proof, so
@@ -22,7 +19,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
-  const notFound = (name: string) => new WebhookError('unknown_webhook', `no webhook "${name}"`, 404);
+  const notFound = WEBHOOK_ERRORS.unknownWebhook;
 
   // Runs started after a 202 are part of this worker's in-flight work: closing the app (shutdown,
   // restart) waits for them. Each run is bounded by its workflow's time limit, so the wait is too.
@@ -34,7 +31,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/webhooks/*',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: {
         tags: ['webhooks'],
         operationId: 'deliverWebhook',
@@ -51,24 +48,23 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
           202: Type.Object(WebhookReply.properties, { description: 'Verified; the mapped workflow runs after this reply', examples: [{ accepted: true, event: 'push', workflow: 'make-item' }] }),
           400: errorReply(
             'The payload is not JSON, or it lacks the event name',
-            { code: 'invalid_body', message: 'the body is not valid JSON: Unexpected end of JSON input' },
-            { code: 'missing_event', message: 'the event name (header x-github-event) is missing' },
+            WEBHOOK_ERRORS.invalidBody.example('Unexpected end of JSON input'),
+            WEBHOOK_ERRORS.missingEvent.example('header x-github-event'),
           ),
-          401: errorReply('The signature or token does not match the webhook secret', { code: 'invalid_signature', message: 'the delivery is not signed with the secret of webhook "github"' }),
-          404: errorReply('No webhook of this name for the request host', { code: 'unknown_webhook', message: 'no webhook "github"' }),
-          413: errorReply('The payload is larger than 1 MiB', { code: 'payload_too_large', message: 'Request body is too large' }),
+          401: errorReply('The signature or token does not match the webhook secret', WEBHOOK_ERRORS.invalidSignature.example('github')),
+          404: errorReply('No webhook of this name for the request host', WEBHOOK_ERRORS.unknownWebhook.example('github')),
+          413: errorReply('The payload is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
           503: errorReply(
             'Webhooks are not available on this server, or this webhook is misconfigured',
-            { code: 'webhook_unavailable', message: 'webhooks are not available on this server' },
-            { code: 'webhook_unavailable', message: 'webhook "github" is misconfigured' },
+            answerOf(webhooksUnavailable()),
+            WEBHOOK_ERRORS.webhookUnavailable.example('webhook "github" is misconfigured'),
           ),
         },
       },
-      onError: logRefusal,
     },
     async (request, reply) => {
       const name = request.params['*'];
-      if (!server.webhooks) throw new WebhookError('webhook_unavailable', 'webhooks are not available on this server', 503);
+      if (!server.webhooks) throw webhooksUnavailable();
       if (!NAME.test(name)) throw notFound(name.slice(0, 64));
       const organization = await app.organizationOf(request);
       // An unknown host answers like an unknown webhook: nothing tells a sender which tenants exist.

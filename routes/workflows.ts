@@ -1,9 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest, onErrorHookHandler } from 'fastify';
-import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FailureLog } from '../plugins/errors.js';
+import { ENVELOPE_ERRORS, answerOf, errorReply, permissionDenied } from '../schemas/errors.js';
+import { API_ERRORS } from '../src/api/errors.js';
 import { WorkflowParams, WorkflowReply, WorkflowRequest, workflowErrorReply } from '../schemas/workflows.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
-import { WorkflowError } from '../src/workflows/errors.js';
+import { WORKFLOW_ERRORS, workflowsUnavailable } from '../src/workflows/errors.js';
 import { FleetplaneError } from '../src/errors.js';
 
 const ENVELOPE_FIELDS = new Set(['method', 'apikey']);
@@ -16,29 +18,24 @@ function prepareEnvelope(request: FastifyRequest, _reply: FastifyReply, done: (e
   // Callback style (no promise per request); a refusal goes to the error handler.
   const { name } = request.params as { name: string };
   const body = request.body;
-  const refuse = (code: string, message: string) => done(new FleetplaneError(code, message, 400));
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return refuse('invalid_request', 'body: must be an object { "<name>": [input, ...] }');
-  if (RESERVED_WORKFLOW_NAMES.has(name)) return refuse('invalid_request', `name: "${name}" is reserved`);
+  const refuse = (reason: string) => done(WORKFLOW_ERRORS.invalidRequest(reason));
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return refuse('body: must be an object { "<name>": [input, ...] }');
+  if (RESERVED_WORKFLOW_NAMES.has(name)) return refuse(`name: "${name}" is reserved`);
   const fields = body as Record<string, unknown>;
   const method = `workflow.${name}`;
-  if (fields.method !== undefined && fields.method !== method) return refuse('method_mismatch', `method: this route runs "${method}", not "${String(fields.method)}"`);
+  if (fields.method !== undefined && fields.method !== method) return done(WORKFLOW_ERRORS.methodMismatch(method, String(fields.method)));
   for (const key of Object.keys(fields)) {
-    if (key !== name && !ENVELOPE_FIELDS.has(key)) return refuse('invalid_request', `${key}: unknown field (the inputs go under "${name}")`);
+    if (key !== name && !ENVELOPE_FIELDS.has(key)) return refuse(`${key}: unknown field (the inputs go under "${name}")`);
   }
-  if (!Array.isArray(fields[name])) return refuse('invalid_request', `${name}: is required, a list of inputs`);
+  if (!Array.isArray(fields[name])) return refuse(`${name}: is required, a list of inputs`);
   // The parsed body is this request's own object: completing it in place spares a copy per request.
   fields.method = method;
   fields.name = name;
   done();
 }
 
-/** A run that failed on the server's side is logged here, with its step; the error handler answers it. */
-const logFailure: onErrorHookHandler = (request, _reply, error, done) => {
-  if (error instanceof WorkflowError && error.statusCode >= 500) {
-    request.log.warn({ workflow: (request.params as { name: string }).name, step: error.step, code: error.code, reason: error.message }, 'workflow failed');
-  }
-  done();
-};
+/** A run that failed on the server's side is logged by the error handler naming the workflow (and its step). */
+const failureLog: FailureLog = { message: 'workflow failed', context: (request) => ({ workflow: (request.params as { name: string }).name }) };
 
 /** `POST /workflows/<name>`: one run per input, results in order under the workflow's name. */
 const workflows: FastifyPluginAsyncTypebox = async (app) => {
@@ -46,7 +43,7 @@ const workflows: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/workflows/:name',
     {
-      config: { envelope: true },
+      config: { envelope: true, failureLog },
       schema: {
         tags: ['workflows'],
         operationId: 'runWorkflow',
@@ -63,34 +60,40 @@ const workflows: FastifyPluginAsyncTypebox = async (app) => {
           400: workflowErrorReply(
             'The body is not valid JSON, not `{ "<name>": [input, ...] }`, or an input lacks a value the workflow reads',
             ENVELOPE_ERRORS.invalidJson,
-            { code: 'invalid_request', message: 'make-item: is required, a list of inputs' },
-            { code: 'method_mismatch', message: 'method: this route runs "workflow.make-item", not "workflow.other"' },
-            { code: 'missing_reference', message: '${input.title} has no value' },
+            WORKFLOW_ERRORS.invalidRequest.example('make-item: is required, a list of inputs'),
+            WORKFLOW_ERRORS.methodMismatch.example('workflow.make-item', 'workflow.other'),
+            answerOf(WORKFLOW_ERRORS.missingReference('input.title').atStep('create')),
           ),
           403: errorReply('The key is missing, unknown, revoked or expired, or may not run this workflow', ENVELOPE_ERRORS.notAuthorized, permissionDenied('workflow.make-item'), ENVELOPE_ERRORS.expired),
-          404: errorReply('The organization has no workflow of this name', { code: 'unknown_workflow', message: 'no workflow "make-item"' }),
+          404: errorReply('The organization has no workflow of this name', WORKFLOW_ERRORS.unknownWorkflow.example('make-item')),
           413: errorReply('The body is larger than 1 MiB', ENVELOPE_ERRORS.tooLarge),
           422: workflowErrorReply(
-            'The stored workflow cannot run: it is invalid, nests too deeply, or a step was refused',
-            { code: 'invalid_workflow', message: 'workflow "make-item" is not valid: steps.0.api: is required' },
-            { code: 'step_failed', message: 'step "create": no api "items" in this organization', step: 'create' },
+            'The stored workflow cannot run: it is invalid, nests too deeply or takes too many steps, a step was refused (an unknown api, endpoint or workflow), or a step reads a value an earlier step did not give',
+            WORKFLOW_ERRORS.invalidWorkflow.example('make-item', 'steps.0.api: is required'),
+            answerOf(WORKFLOW_ERRORS.stepRefused(API_ERRORS.unknownApi('items').message).atStep('create')),
+            answerOf(WORKFLOW_ERRORS.stepRefused('no workflow "build"').atStep('create')),
+            answerOf(WORKFLOW_ERRORS.missingStepValue('steps.create.id').atStep('notify')),
+            answerOf(WORKFLOW_ERRORS.depthExceeded(8).atStep('again')),
           ),
-          502: workflowErrorReply('A step\'s provider or target failed', { code: 'step_failed', message: 'step "create": provider "items" answered 500', step: 'create' }),
-          503: errorReply('Workflows are not available on this server', { code: 'unavailable', message: 'workflows are not available on this server' }),
-          504: workflowErrorReply('A run did not finish within the workflow time limit', {
-            code: 'workflow_timeout',
-            message: 'step "create": workflow "make-item" did not finish within 30000 ms',
-            step: 'create',
-          }),
+          502: workflowErrorReply('A step\'s provider or target failed', answerOf(WORKFLOW_ERRORS.stepFailed(API_ERRORS.upstreamFailed('items', 500).message).atStep('create'))),
+          503: workflowErrorReply(
+            'Workflows are not available on this server, or what a step needs is not available here',
+            answerOf(workflowsUnavailable()),
+            answerOf(WORKFLOW_ERRORS.unavailable(API_ERRORS.unavailable().message).atStep('create')),
+          ),
+          504: workflowErrorReply(
+            'A run did not finish within the workflow time limit, or a step\'s provider did not answer within its own timeout',
+            answerOf(WORKFLOW_ERRORS.workflowTimeout('make-item', 30_000).within('step "create": ', 'create')),
+            answerOf(WORKFLOW_ERRORS.stepTimeout(API_ERRORS.upstreamTimeout('items', 5000).message).atStep('create')),
+          ),
         },
       },
       preValidation: prepareEnvelope,
       preHandler: app.authorizeEnvelope,
-      onError: logFailure,
     },
     async (request) => {
       const { name } = request.params;
-      if (!server.workflow) throw new WorkflowError('unavailable', 'workflows are not available on this server', 503);
+      if (!server.workflow) throw workflowsUnavailable();
       const envelope = request.envelope!;
       const results = await server.workflow.runEach(name, envelope[name] as unknown[], { organization_id: envelope.organization_id });
       return { [name]: results };

@@ -6,13 +6,13 @@ import { FleetplaneError, errorAnswer, type ErrorAnswer } from '../src/errors.js
 import { DATA_ALIASES, IpcError, withDataAlias } from '../src/ipc/envelope.js';
 import { authorizationRequest } from '../plugins/authorize.js';
 import { websocketErrorHandler } from '../plugins/errors.js';
-import { errorReply } from '../schemas/errors.js';
+import { ENVELOPE_ERRORS, errorReply } from '../schemas/errors.js';
 import { controlEnvelope } from './control.js';
 import { isCrudMethod } from '../src/crud/envelope.js';
 import { runCrud } from '../src/crud/run.js';
-import { ApiError } from '../src/api/errors.js';
+import { API_ERRORS } from '../src/api/errors.js';
 import { HTTP_METHODS } from '../src/api/provider.js';
-import { WorkflowError } from '../src/workflows/errors.js';
+import { WORKFLOW_ERRORS, workflowsUnavailable } from '../src/workflows/errors.js';
 import { RESERVED_WORKFLOW_NAMES } from '../src/workflows/definition.js';
 import { refused } from '../src/auth/refusals.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
@@ -121,14 +121,14 @@ const ws: FastifyPluginAsync = async (app) => {
     const workflow = WORKFLOW_METHOD.exec(method);
     if (workflow) {
       const name = workflow[1]!;
-      if (RESERVED_WORKFLOW_NAMES.has(name)) throw new WorkflowError('invalid_request', `name: "${name}" is reserved`, 400);
+      if (RESERVED_WORKFLOW_NAMES.has(name)) throw WORKFLOW_ERRORS.invalidRequest(`name: "${name}" is reserved`);
       const inputs = authorized[name];
-      if (!Array.isArray(inputs)) throw new WorkflowError('invalid_request', `${name}: is required, a list of inputs`, 400);
-      if (!server.workflow) throw new WorkflowError('unavailable', 'workflows are not available on this server', 503);
+      if (!Array.isArray(inputs)) throw WORKFLOW_ERRORS.invalidRequest(`${name}: is required, a list of inputs`);
+      if (!server.workflow) throw workflowsUnavailable();
       return { [name]: await server.workflow.runEach(name, inputs, { organization_id: authorized.organization_id }) };
     }
     if (API_METHODS.has(method) && authorized.api !== undefined) {
-      if (!server.api) throw new ApiError('unavailable', 'API providers are not available on this server', 503);
+      if (!server.api) throw API_ERRORS.unavailable();
       return server.api.send(authorized);
     }
     const routed = controlEnvelope(authorized, requestedScope);
@@ -155,8 +155,8 @@ const ws: FastifyPluginAsync = async (app) => {
         response: {
           403: errorReply(
             'The upgrade was refused: the host serves no organization, or the `Authorization` key is malformed, unknown, revoked or another organization\'s',
-            { code: 'forbidden', message: 'this request is not authorized here' },
-            { code: 'key_revoked', message: 'this key has been revoked' },
+            ENVELOPE_ERRORS.notAuthorized,
+            ENVELOPE_ERRORS.revoked,
           ),
         },
       } as FastifySchema,

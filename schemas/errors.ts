@@ -1,9 +1,12 @@
 import { Type } from '@sinclair/typebox';
+import { AUTH_ERRORS } from '../src/auth/errors.js';
+import type { ErrorAnswer, FleetplaneError } from '../src/errors.js';
 
-export interface ErrorExample {
-  code: string;
-  message: string;
-}
+/** An example answer's `error`: `{ code, message, ...details }`, as an error of a catalogue answers it. */
+export type ErrorExample = ErrorAnswer;
+
+/** What `error` answers, for an example built from a catalogue entry and then placed (at a step, an input). */
+export const answerOf = (error: FleetplaneError): ErrorExample => error.toBody().error;
 
 /**
  * An error reply in the one error shape, `{ error: { code, message } }`, with what this status means on its
@@ -16,16 +19,20 @@ export function errorReply(description: string, ...examples: ErrorExample[]) {
   );
 }
 
-/** Answers every envelope route can give, whatever it does with the envelope. */
+/**
+ * Answers every envelope route can give, whatever it does with the envelope. Fastify's own refusals (JSON it
+ * cannot parse, a body over the limit) keep its messages under the error handler's codes; the rest are
+ * authorization's catalogue entries.
+ */
 export const ENVELOPE_ERRORS = {
   invalidJson: { code: 'bad_request', message: "Body is not valid JSON but content-type is set to 'application/json'" },
   poisonedJson: { code: 'bad_request', message: 'Object contains forbidden prototype property' },
   tooLarge: { code: 'payload_too_large', message: 'Request body is too large' },
-  notAuthorized: { code: 'forbidden', message: 'this request is not authorized here' },
-  malformedAuthorization: { code: 'malformed_authorization', message: 'the Authorization header must be "Bearer <key>"' },
-  revoked: { code: 'key_revoked', message: 'this key has been revoked' },
-  expired: { code: 'key_expired', message: 'this key has expired' },
-  conflictingKeys: { code: 'conflicting_keys', message: 'the Authorization header and the envelope carry different keys' },
+  notAuthorized: AUTH_ERRORS.forbidden.example(),
+  malformedAuthorization: AUTH_ERRORS.malformedAuthorization.example(),
+  revoked: AUTH_ERRORS.keyRevoked.example(),
+  expired: AUTH_ERRORS.keyExpired.example(),
+  conflictingKeys: AUTH_ERRORS.conflictingKeys.example(),
 } satisfies Record<string, ErrorExample>;
 
-export const permissionDenied = (method: string): ErrorExample => ({ code: 'permission_denied', message: `this key may not call "${method}"` });
+export const permissionDenied = (method: string): ErrorExample => AUTH_ERRORS.permissionDenied.example(method);

@@ -1,4 +1,6 @@
 import { Type } from '@sinclair/typebox';
+import { AUTH_ERRORS } from '../src/auth/errors.js';
+import { CRUD_ERRORS } from '../src/crud/errors.js';
 import { errorReply, type ErrorExample } from './errors.js';
 
 /** Response headers as the document declares them (a schema per header, described). */
@@ -12,10 +14,10 @@ export const HEADERS = {
 } as const;
 
 export const DUPLICATE_HEADER: ErrorExample = { code: 'duplicate_header', message: 'the Host header may appear only once' };
-export const TOO_MANY_FAILURES: ErrorExample = { code: 'too_many_requests', message: 'too many failed authentications from this address: retry in 30 s' };
+export const TOO_MANY_FAILURES: ErrorExample = AUTH_ERRORS.tooManyRequests.example(30);
 export const FALLBACK_UNAVAILABLE: ErrorExample = { code: 'unavailable', message: 'no worker is serving on this node; retry later' };
 export const SHED_UNAVAILABLE: ErrorExample = { code: 'unavailable', message: 'this organization is not served on this node right now; retry later' };
-export const STORE_UNAVAILABLE: ErrorExample = { code: 'store_unavailable', message: 'the data store is unavailable; try again later' };
+export const STORE_UNAVAILABLE: ErrorExample = CRUD_ERRORS.storeUnavailable.example();
 /** Names for examples whose code alone does not tell them apart. */
 export const EXAMPLE_NAMES: ReadonlyMap<string, string> = new Map([
   [FALLBACK_UNAVAILABLE.message, 'no_worker_serving'],

@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { ApiError } from './errors.js';
+import { API_ERRORS, ApiError } from './errors.js';
 import type { UpstreamRequest } from './request.js';
 
 export interface DispatchLimits {
@@ -48,22 +48,22 @@ function parseReply(status: number, contentType: string | string[] | undefined, 
   try {
     return { status, data: JSON.parse(text) as unknown };
   } catch {
-    throw new ApiError('upstream_invalid_reply', `provider "${name}" answered invalid JSON`, 502, status);
+    throw API_ERRORS.upstreamInvalidReply(name, status);
   }
 }
 
 /** The failure of a call that did not finish within the time it was given (which it carries). */
-const timedOut = (name: string, limits: DispatchLimits) => new ApiError('upstream_timeout', `provider "${name}" did not answer within ${limits.timeoutMs} ms`, 504, undefined, limits.timeoutMs);
+const timedOut = (name: string, limits: DispatchLimits) => API_ERRORS.upstreamTimeout(name, limits.timeoutMs);
 
 async function call(pool: Dispatcher, name: string, request: UpstreamRequest, headers: Record<string, string>, limits: DispatchLimits, state: { abandoned: boolean }): Promise<ApiReply> {
-  const tooLarge = () => new ApiError('upstream_too_large', `provider "${name}" answered more than ${limits.maxResponseBytes} bytes`, 502);
+  const tooLarge = () => API_ERRORS.upstreamTooLarge(name, limits.maxResponseBytes);
   let response: Dispatcher.ResponseData;
   try {
     // undici's own timeouts bound a call this side has stopped waiting for, and free its connection.
     response = await pool.request({ method: request.method.toUpperCase() as Dispatcher.HttpMethod, path: request.path, headers, body: request.body, headersTimeout: limits.timeoutMs, bodyTimeout: limits.timeoutMs });
   } catch (error) {
     if (TIMEOUT_CODES.has((error as { code?: string })?.code ?? '')) throw timedOut(name, limits);
-    throw new ApiError('upstream_unreachable', `provider "${name}" could not be reached`, 502);
+    throw API_ERRORS.upstreamUnreachable(name);
   }
   const { statusCode, body } = response;
   if (state.abandoned) {
@@ -73,7 +73,7 @@ async function call(pool: Dispatcher, name: string, request: UpstreamRequest, he
   try {
     if (statusCode >= 500) {
       await body.dump({ limit: 64 * 1024 }).catch(() => undefined);
-      throw new ApiError('upstream_failed', `provider "${name}" answered ${statusCode}`, 502, statusCode);
+      throw API_ERRORS.upstreamFailed(name, statusCode);
     }
     const declared = Number(response.headers['content-length']);
     if (declared > limits.maxResponseBytes) {
@@ -86,7 +86,7 @@ async function call(pool: Dispatcher, name: string, request: UpstreamRequest, he
   } catch (error) {
     if (error instanceof ApiError) throw error;
     if (TIMEOUT_CODES.has((error as { code?: string })?.code ?? '')) throw timedOut(name, limits);
-    throw new ApiError('upstream_unreachable', `provider "${name}" broke off its reply`, 502, statusCode);
+    throw API_ERRORS.upstreamUnreachable(name, statusCode);
   }
 }
 

@@ -1,4 +1,13 @@
-import { FleetplaneError } from '../errors.js';
+import { SECRET_CODES } from '../secrets/errors.js';
+import { FleetplaneError, SHARED_CODES, errorCode, errorEntry, type ErrorCode, type ErrorLogLine } from '../errors.js';
+
+/** What an upstream's failure carries besides its message. */
+export interface UpstreamFacts {
+  /** The status the upstream answered, when it answered at all. */
+  upstreamStatus?: number;
+  /** For a call that timed out: the time it was given. */
+  timeoutMs?: number;
+}
 
 /**
  * Every refusal or failure of an API call, with the HTTP status it maps to. Messages name the provider and the
@@ -6,39 +15,66 @@ import { FleetplaneError } from '../errors.js';
  */
 export class ApiError extends FleetplaneError {
   override readonly name = 'ApiError';
-  declare readonly code: ApiErrorCode;
-  declare readonly statusCode: 400 | 404 | 422 | 502 | 503 | 504;
-  constructor(
-    code: ApiErrorCode,
-    message: string,
-    statusCode: 400 | 404 | 422 | 502 | 503 | 504,
-    /** The status the upstream answered, when it answered at all. */
-    readonly upstreamStatus?: number,
-    /** For a call that timed out: the time it was given. */
-    readonly timeoutMs?: number,
-  ) {
+  readonly upstreamStatus?: number;
+  readonly timeoutMs?: number;
+  constructor(declaration: ErrorCode, message: string, facts: UpstreamFacts = {}) {
     // An upstream's failure is the caller's to know: its 5xx answers say what failed too.
-    super(code, message, statusCode, { expose: true });
+    super(declaration.code, message, declaration.statusCode, { expose: true });
+    this.upstreamStatus = facts.upstreamStatus;
+    this.timeoutMs = facts.timeoutMs;
   }
 
   override get details(): Readonly<Record<string, unknown>> | undefined {
     return this.upstreamStatus === undefined ? undefined : { upstreamStatus: this.upstreamStatus };
   }
+
+  override get logLine(): ErrorLogLine | undefined {
+    const line = super.logLine;
+    return line && { ...line, fields: { ...line.fields, upstreamStatus: this.upstreamStatus } };
+  }
 }
 
-export type ApiErrorCode =
-  | 'invalid_envelope'
-  | 'invalid_path_parameter'
-  | 'unknown_api'
-  | 'unknown_endpoint'
-  | 'method_mismatch'
-  | 'invalid_provider'
-  | 'upstream_failed'
-  | 'upstream_unreachable'
-  | 'upstream_invalid_reply'
-  | 'upstream_too_large'
-  | 'upstream_timeout'
-  | 'secret_unreadable'
-  | 'unavailable';
+const entry = <Args extends unknown[]>(declaration: ErrorCode, message: (...args: Args) => string, facts?: (...args: Args) => UpstreamFacts) =>
+  errorEntry(declaration, (declared, ...args: Args) => new ApiError(declared, message(...args), facts?.(...args)));
 
-export const invalidEnvelope = (message: string) => new ApiError('invalid_envelope', message, 400);
+/** Every error of an API call (SPEC 10), declared once with its status. */
+export const API_ERRORS = {
+  invalidEnvelope: entry(SHARED_CODES.invalidEnvelope, (reason: string) => reason),
+  invalidRequest: entry(SHARED_CODES.invalidRequest, (reason: string) => reason),
+  /** The body names a raw URL: requests never leave the provider's baseUrl. */
+  urlNotSupported: entry(errorCode('url_not_supported', 400), () => 'url: there is no raw URL shortcut; name an api and an endpoint, requests never leave the provider baseUrl'),
+  invalidPath: entry(errorCode('invalid_path', 400), () => 'the path must be /api/<api> or /api/<api>/<endpoint>'),
+  pathMismatch: entry(errorCode('path_mismatch', 400), (field: string, inBody: string, inPath: string) => `${field}: the body says "${inBody}", the path "${inPath}"`),
+  invalidPathParameter: entry(errorCode('invalid_path_parameter', 400), (name: string, reason: string) => `data.${name}: ${reason}`),
+  unknownApi: entry(errorCode('unknown_api', 404), (api: string) => `no api "${api}" in this organization`),
+  unknownEndpoint: entry(errorCode('unknown_endpoint', 404), (api: string, endpoint: string) => `api "${api}" has no endpoint "${endpoint}"`),
+  methodMismatch: entry(
+    SHARED_CODES.methodMismatch,
+    (api: string, endpoint: string, method: string, given: string) => `method: endpoint "${endpoint}" of api "${api}" is "${method}", not "${given}"`,
+  ),
+  invalidProvider: entry(errorCode('invalid_provider', 422), (api: string, reason: string) => `api "${api}" is not a valid provider: ${reason}`),
+  upstreamFailed: entry(
+    errorCode('upstream_failed', 502),
+    (api: string, upstreamStatus: number) => `provider "${api}" answered ${upstreamStatus}`,
+    (_api, upstreamStatus) => ({ upstreamStatus }),
+  ),
+  /** Never reached, or (with the status it began to answer) broke off its reply. */
+  upstreamUnreachable: entry(
+    errorCode('upstream_unreachable', 502),
+    (api: string, upstreamStatus?: number) => `provider "${api}" ${upstreamStatus === undefined ? 'could not be reached' : 'broke off its reply'}`,
+    (_api: string, upstreamStatus?: number) => ({ upstreamStatus }),
+  ),
+  upstreamInvalidReply: entry(
+    errorCode('upstream_invalid_reply', 502),
+    (api: string, _upstreamStatus: number) => `provider "${api}" answered invalid JSON`,
+    (_api, upstreamStatus) => ({ upstreamStatus }),
+  ),
+  upstreamTooLarge: entry(errorCode('upstream_too_large', 502), (api: string, maxBytes: number) => `provider "${api}" answered more than ${maxBytes} bytes`),
+  upstreamTimeout: entry(
+    errorCode('upstream_timeout', 504),
+    (api: string, timeoutMs: number) => `provider "${api}" did not answer within ${timeoutMs} ms`,
+    (_api, timeoutMs) => ({ timeoutMs }),
+  ),
+  secretUnreadable: entry(SECRET_CODES.secretUnreadable, (api: string) => `api "${api}" cannot be used: a header secret cannot be decrypted on this server`),
+  unavailable: entry(SHARED_CODES.unavailable, () => 'API providers are not available on this server'),
+};

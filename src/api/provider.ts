@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { lazyCheck } from '../schema/lazy-check.js';
-import { ApiError } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { schemaViolation } from './schema-violation.js';
 
 export const HTTP_METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head'] as const;
@@ -123,7 +123,7 @@ export const GIT_CREDENTIAL_HEADERS: ReadonlySet<string> = new Set(['git-ssh-key
 export function compileProvider(document: Record<string, unknown>): Provider {
   const { _id, organization_id, createdAt, updatedAt, ...definition } = document;
   const violation = providerViolation(definition);
-  if (violation) throw new ApiError('invalid_provider', `api "${String(document.name)}" is not a valid provider: ${violation}`, 422);
+  if (violation) throw API_ERRORS.invalidProvider(String(document.name), violation);
   const valid = definition as ApiProviderDefinition;
   const base = parseBaseUrl(valid.baseUrl) as { origin: string; basePath: string };
   const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'fleetplane' };

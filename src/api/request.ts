@@ -1,4 +1,4 @@
-import { ApiError } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { QUERY_METHODS, type HttpMethod, type Provider } from './provider.js';
 
 export interface UpstreamRequest {
@@ -13,7 +13,7 @@ const MAX_PARAMETER_LENGTH = 1024;
 const CONTROL = /[\u0000-\u001f\u007f]/;
 const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 
-const refuse = (name: string, why: string) => new ApiError('invalid_path_parameter', `data.${name}: ${why}`, 400);
+const refuse = (name: string, why: string) => API_ERRORS.invalidPathParameter(name, why);
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -53,7 +53,7 @@ function queryString(rest: Record<string, unknown>): string {
   for (const [name, value] of Object.entries(rest)) {
     for (const item of Array.isArray(value) ? value : [value]) {
       if (item === null || typeof item === 'string' || typeof item === 'boolean' || (typeof item === 'number' && Number.isFinite(item))) query.append(name, String(item));
-      else throw new ApiError('invalid_envelope', `data.${name}: query values must be strings, numbers, booleans or lists of them`, 400);
+      else throw API_ERRORS.invalidEnvelope(`data.${name}: query values must be strings, numbers, booleans or lists of them`);
     }
   }
   const text = query.toString();
@@ -67,7 +67,7 @@ function queryString(rest: Record<string, unknown>): string {
  */
 export function upstreamRequest(provider: Provider, endpointName: string, data: unknown): UpstreamRequest {
   const endpoint = provider.endpoints.get(endpointName)!;
-  if (data !== undefined && data !== null && !isRecord(data)) throw new ApiError('invalid_envelope', 'data: must be an object', 400);
+  if (data !== undefined && data !== null && !isRecord(data)) throw API_ERRORS.invalidEnvelope('data: must be an object');
   const fields = (data ?? {}) as Record<string, unknown>;
   let path = endpoint.parts[0]!;
   for (let index = 0; index < endpoint.parameters.length; index += 1) {

@@ -7,7 +7,7 @@ import { revealSecrets } from '../secrets/fields.js';
 import type { SecretOpener } from '../secrets/keyring.js';
 import { DefinitionCache } from './definition-cache.js';
 import { dispatch, type ApiReply } from './dispatch.js';
-import { ApiError, invalidEnvelope } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { HTTP_METHODS, compileProvider, type Provider } from './provider.js';
 import { upstreamRequest } from './request.js';
 import { schemaViolation } from './schema-violation.js';
@@ -72,16 +72,16 @@ export class ApiService {
   /** The same path as `POST /api`, without HTTP: the caller names the organization and is trusted. */
   async send(envelope: unknown, options: ApiCallOptions = {}): Promise<ApiReply> {
     if (typeof envelope === 'object' && envelope !== null && Object.hasOwn(envelope, 'url')) {
-      throw invalidEnvelope('url: there is no raw URL shortcut; name an api and an endpoint');
+      throw API_ERRORS.invalidEnvelope('url: there is no raw URL shortcut; name an api and an endpoint');
     }
     const violation = schemaViolation(sendCheck, envelope);
-    if (violation) throw invalidEnvelope(violation);
+    if (violation) throw API_ERRORS.invalidEnvelope(violation);
     const valid = envelope as ApiSendEnvelope;
     const provider = await this.provider(valid.organization_id, valid.api);
     const endpoint = provider.endpoints.get(valid.endpoint);
-    if (!endpoint) throw new ApiError('unknown_endpoint', `api "${valid.api}" has no endpoint "${valid.endpoint}"`, 404);
+    if (!endpoint) throw API_ERRORS.unknownEndpoint(valid.api, valid.endpoint);
     if (endpoint.method !== valid.method) {
-      throw new ApiError('method_mismatch', `method: endpoint "${valid.endpoint}" of api "${valid.api}" is "${endpoint.method}", not "${valid.method}"`, 400);
+      throw API_ERRORS.methodMismatch(valid.api, valid.endpoint, endpoint.method, valid.method);
     }
     const request = upstreamRequest(provider, valid.endpoint, valid.data);
     const timeoutMs = Math.min(provider.timeoutMs, options.timeoutMs ?? Number.POSITIVE_INFINITY);
@@ -113,9 +113,9 @@ export class ApiService {
   }
 
   private async provider(organizationId: string, name: string): Promise<Provider> {
-    if (!this.providers) throw new ApiError('unavailable', 'API providers are not available on this server', 503);
+    if (!this.providers) throw API_ERRORS.unavailable();
     const provider = await this.providers.get(organizationId, name);
-    if (!provider) throw new ApiError('unknown_api', `no api "${name}" in this organization`, 404);
+    if (!provider) throw API_ERRORS.unknownApi(name);
     return provider;
   }
 
@@ -129,7 +129,7 @@ export class ApiService {
     } catch (error) {
       if (!(error instanceof SecretUnreadableError) && !(error instanceof SecretKeyError)) throw error;
       this.log?.warn({ api: document.name, organization: document.organization_id, reason: error.message }, 'a provider secret cannot be opened');
-      throw new ApiError('secret_unreadable', `api "${String(document.name)}" cannot be used: a header secret cannot be decrypted on this server`, 503);
+      throw API_ERRORS.secretUnreadable(String(document.name));
     }
   }
 

@@ -5,10 +5,10 @@ import { sleep, type Clock } from '../runtime/clock.js';
 import { TrustedProxies, failureKey, normalizeAddress } from './client-address.js';
 import { TenantDirectory, type DirectoryOptions, type KnownKey } from './directory.js';
 import { EnvelopeTooDeepError, envelopeCheck, sanitizeEnvelope, type AuthorizedEnvelope, type AuthorizedUser, type Envelope, type SocketIdentity } from './envelope.js';
-import { AuthorizationError } from './errors.js';
+import { AUTH_ERRORS, AuthorizationError } from './errors.js';
 import { normalizeHost } from './host.js';
 import { parseKey, sameSecret, secretMatches } from './keys.js';
-import { IDENTITY_REFUSALS, UNKNOWN_KEY_HASH, checkKey, deny, keyRefusal, presentedKey, refused, tooManyFailures } from './refusals.js';
+import { IDENTITY_REFUSALS, UNKNOWN_KEY_HASH, checkKey, keyRefusal, presentedKey, refused, tooManyFailures } from './refusals.js';
 import { isPermitted } from './permissions.js';
 import { tenantViolation } from './authority.js';
 import { FAILURE_LIMIT_DEFAULTS, FailureLimiter, failureReportCheck, type FailureLedger, type FailureLimitSettings } from './failure-limit.js';
@@ -241,7 +241,7 @@ export class Authorizer {
   }
 
   private async authorize(request: AuthorizationRequest, envelope: unknown): Promise<AuthorizedEnvelope> {
-    if (!envelopeCheck.Check(envelope)) throw deny('invalid_envelope', 'the envelope must be an object with a "method" such as "object.read"', 400);
+    if (!envelopeCheck.Check(envelope)) throw AUTH_ERRORS.invalidEnvelope('the envelope must be an object with a "method" such as "object.read"');
     const host = normalizeHost(request.host);
     let organization: OrganizationDocument | null;
     let known: KnownKey | undefined;
@@ -274,7 +274,7 @@ export class Authorizer {
     try {
       const key = presentedKey(request.headers.authorization, apikey)!;
       const parsed = parseKey(key);
-      if (!parsed) throw deny('malformed_key', 'the key is not in the fleetplane key format');
+      if (!parsed) throw AUTH_ERRORS.malformedKey('the key is not in the fleetplane key format');
       if (limited && !(await this.mayStillCheckOut(client, parsed.keyId))) throw refused();
       const organization = await this.organizationOf(host);
       if (!organization) {
@@ -343,17 +343,17 @@ function verdict(envelope: Envelope, facts: Facts): AuthorizedEnvelope {
   const { organization, known } = facts;
   const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
   // Without a key, "not allowed here" must read the same as "no such host".
-  if (!permitted) throw known ? deny('permission_denied', `this key may not call "${envelope.method}"`) : refused();
+  if (!permitted) throw known ? AUTH_ERRORS.permissionDenied(envelope.method) : refused();
   const platform = known !== undefined && facts.platformId === organization._id;
   if (!platform) {
     const violation = tenantViolation(envelope);
-    if (violation) throw deny('platform_only', violation);
+    if (violation) throw AUTH_ERRORS.platformOnly(violation);
   }
   const user = known ? userOf(known, platform) : null;
   try {
     return sanitizeEnvelope(envelope, { organization_id: organization._id, host: facts.host, user, socket: socketIdentity(facts.socket) });
   } catch (error) {
-    if (error instanceof EnvelopeTooDeepError) throw deny('invalid_envelope', 'the envelope is nested too deeply', 400);
+    if (error instanceof EnvelopeTooDeepError) throw AUTH_ERRORS.invalidEnvelope('the envelope is nested too deeply');
     throw error;
   }
 }

@@ -1,5 +1,5 @@
 import type { KnownKey } from './directory.js';
-import { AuthorizationError } from './errors.js';
+import { AUTH_ERRORS, type AuthorizationError } from './errors.js';
 import { sameSecret, secretMatches } from './keys.js';
 
 const BEARER = /^Bearer ([^\s]+)$/i;
@@ -14,44 +14,26 @@ export const UNKNOWN_KEY_HASH = Buffer.alloc(32);
 export const IDENTITY_REFUSALS: ReadonlySet<string> = new Set(['forbidden', 'malformed_authorization', 'malformed_key', 'conflicting_keys', 'key_revoked', 'key_expired', 'too_many_requests']);
 
 /**
- * Refusals are answers, not faults: they are built without a stack trace, which would cost more than the rest
- * of a refusal, and anyone can cause thousands a second.
- */
-function refusal(code: string, message: string, statusCode: 400 | 403 | 429, retryAfterS?: number): AuthorizationError {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  try {
-    return new AuthorizationError(code, message, statusCode, retryAfterS);
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
-}
-
-export const deny = (code: string, message: string, statusCode: 400 | 403 = 403) => refusal(code, message, statusCode);
-/**
  * SPEC 8.7: the one answer for an unknown host, an unknown key, a wrong secret, another organization's key, a key
  * used on a host outside its list, and a request without a key that its host does not allow: telling them apart
  * would tell a caller which hosts and keys exist.
  */
-export const refused = () => deny('forbidden', 'this request is not authorized here');
+export const refused = AUTH_ERRORS.forbidden;
 /** SPEC 8.7: whatever failed, the same answer once an address is past its failed-authentication limit. */
-export const tooManyFailures = (retryAfterMs: number) => {
-  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-  return refusal('too_many_requests', `too many failed authentications from this address: retry in ${seconds} s`, 429, seconds);
-};
+export const tooManyFailures = (retryAfterMs: number) => AUTH_ERRORS.tooManyRequests(Math.max(1, Math.ceil(retryAfterMs / 1000)));
 
 /** The key from `Authorization: Bearer` or the envelope's `apikey`; both present and different is refused. */
 export function presentedKey(header: string | string[] | undefined, apikey: unknown): string | undefined {
   let fromHeader: string | undefined;
   if (header !== undefined) {
     const match = typeof header === 'string' ? BEARER.exec(header.trim()) : null;
-    if (!match) throw deny('malformed_authorization', 'the Authorization header must be "Bearer <key>"');
+    if (!match) throw AUTH_ERRORS.malformedAuthorization();
     fromHeader = match[1];
   }
   const fromEnvelope = apikey === null || apikey === undefined ? undefined : apikey;
-  if (fromEnvelope !== undefined && (typeof fromEnvelope !== 'string' || fromEnvelope === '')) throw deny('malformed_key', 'apikey must be a key string');
+  if (fromEnvelope !== undefined && (typeof fromEnvelope !== 'string' || fromEnvelope === '')) throw AUTH_ERRORS.malformedKey('apikey must be a key string');
   if (fromHeader !== undefined && fromEnvelope !== undefined && fromHeader !== fromEnvelope) {
-    throw deny('conflicting_keys', 'the Authorization header and the envelope carry different keys');
+    throw AUTH_ERRORS.conflictingKeys();
   }
   return fromHeader ?? fromEnvelope;
 }
@@ -78,7 +60,7 @@ export function checkKey(secret: string, known: KnownKey | null, organizationId:
 export function keyRefusal(known: KnownKey, organizationId: string, host: string, nowMs = Date.now()): AuthorizationError | undefined {
   if (known.record.organization_id !== organizationId) return refused();
   if (known.hosts && !known.hosts.has(host)) return refused();
-  if (known.record.disabled) return deny('key_revoked', 'this key has been revoked');
-  if (known.expiresAtMs !== undefined && known.expiresAtMs <= nowMs) return deny('key_expired', 'this key has expired');
+  if (known.record.disabled) return AUTH_ERRORS.keyRevoked();
+  if (known.expiresAtMs !== undefined && known.expiresAtMs <= nowMs) return AUTH_ERRORS.keyExpired();
   return undefined;
 }

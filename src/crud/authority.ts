@@ -5,7 +5,7 @@ import type { Filter, Store, Update } from '../db/types.js';
 import type { AuthorizedUser } from '../auth/envelope.js';
 import { INVENTORY_COLLECTIONS } from '../inventory/records.js';
 import type { CrudEnvelope } from './envelope.js';
-import { CrudError } from './errors.js';
+import { CRUD_ERRORS } from './errors.js';
 
 /**
  * SPEC 8.5: collections that describe the platform itself (its tenants, servers, clusters and their
@@ -20,21 +20,22 @@ export interface CrudCaller {
   user: AuthorizedUser | null;
 }
 
-const forbidden = (message: string) => new CrudError('platform_only', message, 403);
+const forbidden = CRUD_ERRORS.platformOnly;
+const ADMIN_ONLY = 'keys are read and written only with an admin key of the organization';
 
 /** Refuses what the caller's level may not do to the collection, before anything is read or written. */
 export function assertCollectionAuthority(caller: CrudCaller, envelope: CrudEnvelope): void {
   const name = envelope.collection;
   const writing = envelope.method !== 'object.read';
-  if (name === 'keys' && !caller.user?.admin) throw new CrudError('forbidden', 'keys are read and written only with an admin key of the organization', 403);
+  if (name === 'keys' && !caller.user?.admin) throw CRUD_ERRORS.forbidden(ADMIN_ONLY);
   if (writing && PLATFORM_COLLECTIONS.has(name) && !caller.user?.platform) throw forbidden(`${name} is written only by the platform organization`);
-  if (writing && name === 'organizations') throw new CrudError('read_only', 'organizations are changed with "fleetplane apply" or "fleetplane init", not through /crud', 400);
+  if (writing && name === 'organizations') throw CRUD_ERRORS.readOnly();
   if (envelope.method === 'object.create') {
     const index = envelope.documents!.findIndex((document) => Object.hasOwn(document, '_id'));
     // Ids are global across organizations: a caller-chosen one that collided would reveal another tenant's
     // document. The store assigns them; names are unique per organization.
-    if (index >= 0) throw new CrudError('invalid_envelope', `documents.${index}._id: assigned by the store, not by the caller`, 400);
-    if (name === 'keys') throw new CrudError('invalid_envelope', 'keys are created with "fleetplane keys create", which shows the secret once', 400);
+    if (index >= 0) throw CRUD_ERRORS.invalidEnvelope(`documents.${index}._id: assigned by the store, not by the caller`);
+    if (name === 'keys') throw CRUD_ERRORS.invalidEnvelope('keys are created with "fleetplane keys create", which shows the secret once');
   }
 }
 
@@ -68,12 +69,12 @@ export async function updateKeys(store: Store, caller: CrudCaller, filter: Filte
   for (const fields of Object.values(update)) {
     for (const path of Object.keys(isRecord(fields) ? fields : {})) {
       const field = path.split('.')[0]!;
-      if (FIXED_KEY_FIELDS.has(field)) throw new CrudError('forbidden', `${path}: ${field} of a key cannot be changed`, 403);
+      if (FIXED_KEY_FIELDS.has(field)) throw CRUD_ERRORS.forbidden(`${path}: ${field} of a key cannot be changed`);
     }
   }
   const keys = store.forOrganization(caller.organization_id).collection<KeyDocument>('keys');
   const writer = caller.user && (await keys.findOne({ _id: caller.user.key_id }));
-  if (!writer) throw new CrudError('forbidden', 'keys are read and written only with an admin key of the organization', 403);
+  if (!writer) throw CRUD_ERRORS.forbidden(ADMIN_ONLY);
   const matched = await keys.find(filter, { limit: 0 });
   const changed: KeyDocument[] = [];
   for (const before of matched) {
@@ -83,10 +84,10 @@ export async function updateKeys(store: Store, caller: CrudCaller, filter: Filte
       // The stored document has its hash; the scoped read does not, so check with a stand-in of the right shape.
       assertCollectionDocument('keys', { ...after, secretHash: '0'.repeat(64) });
     } catch (error) {
-      throw new CrudError('invalid_document', `key ${before._id}: ${(error as Error).message}`, 400);
+      throw CRUD_ERRORS.invalidDocument(`key ${before._id}: ${(error as Error).message}`);
     }
     const excess = exceedsWriter(before, after, writer);
-    if (excess) throw new CrudError('forbidden', `key ${before._id}: ${excess}`, 403);
+    if (excess) throw CRUD_ERRORS.forbidden(`key ${before._id}: ${excess}`);
     changed.push(after);
   }
   let modifiedCount = 0;

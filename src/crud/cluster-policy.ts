@@ -1,7 +1,7 @@
 import { parsePolicy, PolicyError } from '../autoscaler/policy.js';
 import type { Collection, Document, Filter, Update } from '../db/types.js';
 import { applyUpdate } from '../db/updates.js';
-import { CrudError } from './errors.js';
+import { CRUD_ERRORS } from './errors.js';
 
 /**
  * SPEC 14.4: the `autoscaler` section of a cluster document is the cluster's scaling policy. A bad one is
@@ -13,7 +13,7 @@ export function assertClusterPolicy(document: Record<string, unknown>, where = '
     parsePolicy(document.autoscaler);
   } catch (error) {
     if (!(error instanceof PolicyError)) throw error;
-    throw new CrudError('invalid_policy', `${where}autoscaler.${error.message}`, 400);
+    throw CRUD_ERRORS.invalidPolicy(`${where}autoscaler.${error.message}`);
   }
 }
 

@@ -1,7 +1,7 @@
 import { COLLECTION_SCHEMAS } from '../db/documents.js';
 import { DuplicateKeyError } from '../db/errors.js';
 import type { Store } from '../db/types.js';
-import { CrudError } from './errors.js';
+import { CRUD_ERRORS } from './errors.js';
 
 /** The store's own collections (write counters, this registry) and MongoDB's `system.*` are never tenant data. */
 const INTERNAL_PREFIXES = ['fleetplane_', 'system'];
@@ -13,7 +13,7 @@ export const DEFAULT_MAX_COLLECTIONS = 100;
 export function assertTenantCollectionName(name: string): void {
   const lower = name.toLowerCase();
   if (INTERNAL_PREFIXES.some((prefix) => lower.startsWith(prefix))) {
-    throw new CrudError('invalid_collection', `collection: "${name}" is internal to the store (names starting with ${INTERNAL_PREFIXES.map((p) => `"${p}"`).join(' or ')} are reserved)`, 400);
+    throw CRUD_ERRORS.invalidCollection(name, INTERNAL_PREFIXES.map((p) => `"${p}"`).join(' or '));
   }
 }
 
@@ -32,6 +32,6 @@ export async function admitCollection(store: Store, organizationId: string, name
     await registry.updateOne({ _id: organizationId, [`names.${limit - 1}`]: { $exists: false } }, { $addToSet: { names: name } }, { upsert: true });
   } catch (error) {
     if (!(error instanceof DuplicateKeyError)) throw error;
-    throw new CrudError('collection_limit', `collection: "${name}" would be over this organization's limit of ${limit} collections`, 400);
+    throw CRUD_ERRORS.collectionLimit(name, limit);
   }
 }

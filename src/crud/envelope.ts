@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { schemaViolation } from '../api/schema-violation.js';
-import { CrudError } from './errors.js';
+import { CRUD_ERRORS } from './errors.js';
 
 export const CRUD_METHODS = ['object.create', 'object.read', 'object.update', 'object.delete'] as const;
 export type CrudMethod = (typeof CRUD_METHODS)[number];
@@ -61,13 +61,13 @@ export function parseCrudEnvelope(envelope: Readonly<Record<string, unknown>>, o
   else {
     const own = Object.fromEntries(Object.entries(envelope).filter(([key]) => !RESOLVED.has(key)));
     const violation = schemaViolation(envelopeCheck, own);
-    if (violation) throw new CrudError('invalid_envelope', violation, 400);
+    if (violation) throw CRUD_ERRORS.invalidEnvelope(violation);
     valid = own as CrudEnvelope;
   }
   const fields = FIELDS[valid.method];
-  for (const field of fields.required) if (valid[field as keyof CrudEnvelope] === undefined) throw new CrudError('invalid_envelope', `${field}: is required by ${valid.method}`, 400);
+  for (const field of fields.required) if (valid[field as keyof CrudEnvelope] === undefined) throw CRUD_ERRORS.invalidEnvelope(`${field}: is required by ${valid.method}`);
   for (const field of Object.keys(valid)) {
-    if (!COMMON.has(field) && !RESOLVED.has(field) && !fields.allowed.includes(field)) throw new CrudError('invalid_envelope', `${field}: not used by ${valid.method}`, 400);
+    if (!COMMON.has(field) && !RESOLVED.has(field) && !fields.allowed.includes(field)) throw CRUD_ERRORS.invalidEnvelope(`${field}: not used by ${valid.method}`);
   }
   return valid;
 }

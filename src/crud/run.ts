@@ -5,7 +5,7 @@ import { assertCollectionDocument } from '../db/documents.js';
 import { CLUSTERS } from '../inventory/records.js';
 import { DEFAULT_READ_LIMIT, parseCrudEnvelope, type CrudEnvelope } from './envelope.js';
 import { admitCollection, assertTenantCollectionName, DEFAULT_MAX_COLLECTIONS } from './collections.js';
-import { CrudError } from './errors.js';
+import { CRUD_ERRORS, CrudError, storeRefusal } from './errors.js';
 import { assertNoSecretPaths, redactSecrets } from './secrets.js';
 import { assertCollectionAuthority, organizationsFilter, updateKeys, type CrudCaller } from './authority.js';
 import { assertClusterPolicy, updateClusters } from './cluster-policy.js';
@@ -18,12 +18,12 @@ export type CrudResult =
 
 /** The store's refusals, mapped to what the caller did wrong; anything else is a server failure. */
 function asCrudError(error: unknown): unknown {
-  if (error instanceof DuplicateKeyError) return new CrudError('duplicate_key', `a document with the same ${error.index} already exists`, 409);
-  if (error instanceof DocumentTooLargeError) return new CrudError('document_too_large', error.message, 413);
-  if (error instanceof ScopeError) return new CrudError('forbidden', error.message, 403);
+  if (error instanceof DuplicateKeyError) return CRUD_ERRORS.duplicateKey(error.index);
+  if (error instanceof DocumentTooLargeError) return CRUD_ERRORS.documentTooLarge(error.message);
+  if (error instanceof ScopeError) return CRUD_ERRORS.forbidden(error.message);
   // Down, busy or closed: the write may or may not have happened, and a retry is the caller's to decide.
-  if (error instanceof StoreError && error.statusCode === 503) return new CrudError('store_unavailable', 'the data store is unavailable; try again later', 503, { cause: error });
-  if (error instanceof StoreError && error.statusCode < 500) return new CrudError(error.code, error.message, 400);
+  if (error instanceof StoreError && error.statusCode === 503) return CRUD_ERRORS.storeUnavailable().withCause(error);
+  if (error instanceof StoreError && error.statusCode < 500) return storeRefusal(error);
   return error;
 }
 
@@ -44,7 +44,7 @@ async function create(
       if (name === CLUSTERS) assertClusterPolicy(document);
     } catch (error) {
       const mapped = asCrudError(error);
-      if (mapped instanceof CrudError) throw new CrudError(mapped.code, `documents.${index}: ${mapped.message}`, mapped.statusCode);
+      if (mapped instanceof CrudError) throw mapped.within(`documents.${index}: `);
       throw error;
     }
   }
@@ -99,7 +99,7 @@ async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope,
  * (`organization_id` of the envelope is the resolved one, never the caller's), through `store.forOrganization`.
  */
 export async function runCrud(store: Store | undefined, authorized: Readonly<Record<string, unknown>> & CrudCaller, options: CrudOptions = {}): Promise<CrudResult> {
-  if (!store) throw new CrudError('unavailable', 'the data store is not available on this server', 503);
+  if (!store) throw CRUD_ERRORS.unavailable();
   const envelope = parseCrudEnvelope(authorized, { schemaChecked: options.schemaChecked });
   try {
     return await execute(store, authorized, envelope, options);

@@ -1,5 +1,5 @@
 import { SERVERS } from '../inventory/records.js';
-import { CrudError } from './errors.js';
+import { CRUD_ERRORS } from './errors.js';
 
 export const REDACTED = '[redacted]';
 
@@ -29,7 +29,7 @@ export function assertNoSecretPaths(collection: string, filter: Record<string, u
   if (!secret) return;
   for (const path of [...paths(filter ?? {}), ...Object.keys(sort ?? {})]) {
     const field = secret.find((candidate) => touches(path, candidate));
-    if (field) throw new CrudError('secret_field', `${path}: ${collection}.${field} holds secrets and cannot be queried`, 400);
+    if (field) throw CRUD_ERRORS.secretField(path, `${collection}.${field}`);
   }
 }
 

@@ -1,29 +1,36 @@
-import { FleetplaneError } from '../errors.js';
+import { FleetplaneError, SHARED_CODES, errorCode, type ErrorCode } from '../errors.js';
 
 /**
- * The HTTP status each code stands for. `store_error` (anything unforeseen) and `schema_too_new` are the
- * server's fault; the store being down, busy, full or closed is 503 `store_unavailable`-like; any other code is a
- * refusal of the caller's input.
+ * Every code of the data layer, declared once with its HTTP status; the error classes below are their message
+ * templates. `store_error` (anything unforeseen) and `schema_too_new` are the server's fault; the store being
+ * down, busy, full or closed is 503; any other code is a refusal of the caller's input.
  */
-const STATUS_BY_CODE: Readonly<Record<string, number>> = {
-  store_error: 500,
-  schema_too_new: 500,
-  store_unsupported: 500,
-  store_misconfigured: 500,
-  store_unavailable: 503,
-  store_busy: 503,
-  store_full: 503,
-  store_closed: 503,
-  duplicate_key: 409,
-  document_too_large: 413,
-  scope_violation: 403,
-};
+export const STORE_CODES = {
+  store_error: errorCode('store_error', 500),
+  schema_too_new: errorCode('schema_too_new', 500),
+  store_unsupported: errorCode('store_unsupported', 500),
+  store_misconfigured: errorCode('store_misconfigured', 500),
+  store_unavailable: errorCode('store_unavailable', 503),
+  store_busy: errorCode('store_busy', 503),
+  store_full: errorCode('store_full', 503),
+  store_closed: errorCode('store_closed', 503),
+  duplicate_key: errorCode('duplicate_key', 409),
+  document_too_large: errorCode('document_too_large', 413),
+  scope_violation: errorCode('scope_violation', 403),
+  unknown_operator: errorCode('unknown_operator', 400),
+  invalid_input: SHARED_CODES.invalidInput,
+  /** A write that would put a secret in the store some other way than as one sealed value (see `SecretWriteError`). */
+  secret_field: errorCode('secret_field', 400),
+  invalid_secret: errorCode('invalid_secret', 400),
+} satisfies Record<string, ErrorCode>;
+
+export type StoreErrorCode = keyof typeof STORE_CODES;
 
 /** Every failure of the data layer; `code` is stable and safe to show to a caller, `statusCode` its HTTP status. */
 export class StoreError extends FleetplaneError {
   override readonly name: string = 'StoreError';
-  constructor(message: string, code = 'store_error', options?: { cause?: unknown }) {
-    super(code, message, STATUS_BY_CODE[code] ?? 400, options);
+  constructor(message: string, code: StoreErrorCode = 'store_error', options?: { cause?: unknown }) {
+    super(code, message, STORE_CODES[code].statusCode, options);
   }
 }
 

@@ -1,4 +1,4 @@
-import { ApiError, invalidEnvelope } from '../api/errors.js';
+import { API_ERRORS } from '../api/errors.js';
 import type { HttpMethod } from '../api/provider.js';
 import type { ApiReply } from '../api/service.js';
 import type { ApiSend } from './provider-port.js';
@@ -23,9 +23,9 @@ export function withBuiltinProviders(api: ApiSend, builtins: Readonly<Record<str
     const provider = builtins[envelope.api]!;
     const endpoint = typeof envelope.endpoint === 'string' ? envelope.endpoint : '';
     const method = provider.endpoints[endpoint];
-    if (!method) throw new ApiError('unknown_endpoint', `api "${envelope.api}" has no endpoint "${endpoint}"`, 404);
-    if (envelope.method !== method) throw new ApiError('method_mismatch', `method: endpoint "${endpoint}" of api "${envelope.api}" is "${method}", not "${String(envelope.method)}"`, 400);
-    if (envelope.data !== undefined && !isRecord(envelope.data)) throw invalidEnvelope('data: must be an object');
+    if (!method) throw API_ERRORS.unknownEndpoint(String(envelope.api), endpoint);
+    if (envelope.method !== method) throw API_ERRORS.methodMismatch(String(envelope.api), endpoint, method, String(envelope.method));
+    if (envelope.data !== undefined && !isRecord(envelope.data)) throw API_ERRORS.invalidEnvelope('data: must be an object');
     return provider.call(endpoint, (envelope.data ?? {}) as Record<string, unknown>);
   };
 }

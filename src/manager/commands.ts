@@ -5,7 +5,7 @@ import type { Collection, Filter, Store, Update } from '../db/types.js';
 import { CLUSTERS, clusterRecords, SERVERS, type ClusterRecord, type Deployment } from '../inventory/records.js';
 import { clusterOfIssuedKey } from '../inventory/servers.js';
 import { MANAGER_COLLECTIONS, MANAGER_METHODS, type ManagerMethod } from './envelope.js';
-import { ManagerError, clusterRefused } from './errors.js';
+import { MANAGER_ERRORS, clusterRefused } from './errors.js';
 import type { ManagedFleet } from './fleet.js';
 import type { ApiSend } from './provider-port.js';
 import { isProviderRequest, sendProviderRequest } from './provider-request.js';
@@ -36,8 +36,8 @@ function statusWritten(update: Update): unknown {
 }
 
 function storeRefusal(error: unknown): unknown {
-  if (error instanceof ScopeError) return new ManagerError('protected_field', error.message, 403);
-  if (error instanceof StoreError && error.code !== 'store_error') return new ManagerError('invalid_envelope', error.message, 400);
+  if (error instanceof ScopeError) return MANAGER_ERRORS.protectedField(error.message);
+  if (error instanceof StoreError && error.code !== 'store_error') return MANAGER_ERRORS.invalidEnvelope(error.message);
   return error;
 }
 
@@ -51,14 +51,14 @@ export class ManagerCommands {
   constructor(private readonly deps: ManagerCommandsDeps) {}
 
   async handle(envelope: AuthorizedEnvelope): Promise<Record<string, unknown>> {
-    if (!envelope.user?.platform) throw new ManagerError('forbidden', 'the manager serves keys of the platform organization only', 403);
+    if (!envelope.user?.platform) throw MANAGER_ERRORS.forbidden('the manager serves keys of the platform organization only');
     const scope = this.deps.store.forOrganization(envelope.organization_id);
     if (isProviderRequest(envelope)) {
-      if (!this.deps.api) throw new ManagerError('unavailable', 'API providers are not available on this server', 503);
+      if (!this.deps.api) throw MANAGER_ERRORS.unavailable('API providers are not available on this server');
       return sendProviderRequest(this.deps.api, envelope, await this.boundCluster(scope, envelope.user.key_id));
     }
     const method = envelope.method.startsWith(METHOD_PREFIX) ? envelope.method.slice(METHOD_PREFIX.length) : envelope.method;
-    if (!(MANAGER_METHODS as readonly string[]).includes(method)) throw unknownMethod(method);
+    if (!(MANAGER_METHODS as readonly string[]).includes(method)) throw MANAGER_ERRORS.unknownMethod(method);
     const bound = await this.boundCluster(scope, envelope.user.key_id);
     try {
       switch (method as ManagerMethod) {
@@ -74,7 +74,7 @@ export class ManagerCommands {
         }
         case 'terminateServer': {
           const cluster = await this.cluster(scope, envelope, bound);
-          if (typeof envelope.server_id !== 'string') throw new ManagerError('invalid_envelope', 'server_id: is required', 400);
+          if (typeof envelope.server_id !== 'string') throw MANAGER_ERRORS.invalidEnvelope('server_id: is required');
           const deployment = envelope.deployment as Deployment | undefined;
           return { ...(await this.deps.fleet.terminateServer({ cluster, serverId: envelope.server_id, ...(deployment ? { deployment } : {}) })) };
         }
@@ -98,7 +98,7 @@ export class ManagerCommands {
   private async cluster(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope, bound: string | null): Promise<ClusterRecord> {
     const given = envelope.cluster;
     const id = typeof given === 'string' ? given : isPlainObject(given) && typeof given._id === 'string' ? given._id : undefined;
-    if (!id) throw new ManagerError('invalid_envelope', 'cluster: is required (the cluster id)', 400);
+    if (!id) throw MANAGER_ERRORS.invalidEnvelope('cluster: is required (the cluster id)');
     if (bound !== null && bound !== id) throw clusterRefused();
     const cluster = await clusterRecords(scope).findOne({ _id: id });
     if (!cluster) throw clusterRefused();
@@ -109,7 +109,7 @@ export class ManagerCommands {
   private deployment(envelope: AuthorizedEnvelope, cluster: ClusterRecord): Deployment | undefined {
     const deployment = (envelope.deployment as Deployment | undefined) ?? cluster.initialDeployment;
     if (typeof envelope.api === 'string' && deployment && deployment.cloud !== envelope.api) {
-      throw new ManagerError('cloud_mismatch', `deployment.cloud: "${deployment.cloud}" is not the authorized api "${envelope.api}"`, 400);
+      throw MANAGER_ERRORS.cloudMismatch('deployment.cloud:', deployment.cloud, String(envelope.api));
     }
     return envelope.deployment as Deployment | undefined;
   }
@@ -117,7 +117,7 @@ export class ManagerCommands {
   private collection(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope): { name: string; collection: Collection } {
     const name = envelope.collection;
     if (typeof name !== 'string' || !(MANAGER_COLLECTIONS as readonly string[]).includes(name)) {
-      throw new ManagerError('unknown_collection', `collection: "${String(name)}" is not managed here (servers or clusters)`, 400);
+      throw MANAGER_ERRORS.unknownCollection(String(name));
     }
     return { name, collection: scope.collection(name) };
   }
@@ -132,13 +132,13 @@ export class ManagerCommands {
     const { name, collection } = this.collection(scope, envelope);
     const filter = envelope.filter;
     const update = envelope.update;
-    if (!isPlainObject(filter)) throw new ManagerError('invalid_envelope', 'filter: is required, an object', 400);
-    if (!isPlainObject(update)) throw new ManagerError('invalid_envelope', 'update: is required, an object of operators', 400);
+    if (!isPlainObject(filter)) throw MANAGER_ERRORS.invalidEnvelope('filter: is required, an object');
+    if (!isPlainObject(update)) throw MANAGER_ERRORS.invalidEnvelope('update: is required, an object of operators');
     if (bound !== null) {
       for (const fields of Object.values(update)) {
         if (!isPlainObject(fields)) continue;
         const path = Object.keys(fields).find((field) => PROTECTED_FIELDS.some((protectedField) => touches(field, protectedField)));
-        if (path) throw new ManagerError('protected_field', `update: ${path} is kept by the manager`, 403);
+        if (path) throw MANAGER_ERRORS.protectedField(`update: ${path} is kept by the manager`);
       }
     }
     const scoped = this.boundFilter(name, filter, bound);
@@ -156,8 +156,8 @@ export class ManagerCommands {
 
   private async delete(scope: ReturnType<Store['forOrganization']>, envelope: AuthorizedEnvelope, bound: string | null): Promise<Record<string, unknown>> {
     const { name, collection } = this.collection(scope, envelope);
-    if (!isPlainObject(envelope.filter)) throw new ManagerError('invalid_envelope', 'filter: is required, an object', 400);
-    if (bound !== null && name === CLUSTERS) throw new ManagerError('protected_field', 'clusters: a server\'s key cannot delete its cluster', 403);
+    if (!isPlainObject(envelope.filter)) throw MANAGER_ERRORS.invalidEnvelope('filter: is required, an object');
+    if (bound !== null && name === CLUSTERS) throw MANAGER_ERRORS.protectedField('clusters: a server\'s key cannot delete its cluster');
     const filter = this.boundFilter(name, envelope.filter, bound);
     if (name !== SERVERS) return { deletedCount: (await collection.deleteMany(filter)).deletedCount };
     // A server whose record goes is gone: the key the parent gave it goes with it.
@@ -171,6 +171,3 @@ export class ManagerCommands {
     return { deletedCount: result.deletedCount };
   }
 }
-
-export const unknownMethod = (method: string) =>
-  new ManagerError('unknown_method', `method: "${method}" is not a manager method (${MANAGER_METHODS.join(', ')}, or an HTTP verb with an api for a provider request)`, 400);

@@ -5,7 +5,7 @@ import { clusterRecords, serverRecords, type ClusterRecord, type Deployment } fr
 import { serverStatus } from '../inventory/servers.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminationCleanup } from './cleanup.js';
-import { ManagerError } from './errors.js';
+import { MANAGER_ERRORS, ManagerError } from './errors.js';
 import type { ManagerLog } from './log.js';
 import type { ProviderPort } from './provider-port.js';
 import { StartupWatchdog } from './watchdog.js';
@@ -82,10 +82,10 @@ export class ManagedFleet {
     const { cluster } = input;
     const deployment = input.deployment ?? cluster.initialDeployment;
     if (!deployment || typeof deployment.cloud !== 'string' || !deployment.cloud) {
-      throw new ManagerError('invalid_envelope', 'deployment: is required (or the cluster\'s initialDeployment), with a "cloud"', 400);
+      throw MANAGER_ERRORS.invalidEnvelope('deployment: is required (or the cluster\'s initialDeployment), with a "cloud"');
     }
     const tenant = cluster.manager?.for;
-    if (!tenant) throw new ManagerError('invalid_envelope', `cluster ${cluster._id} has no manager.for (the tenant organization it serves)`, 400);
+    if (!tenant) throw MANAGER_ERRORS.invalidEnvelope(`cluster ${cluster._id} has no manager.for (the tenant organization it serves)`);
     const serverId = input.serverId ?? newId();
     const key = await this.deps.keys.issue(serverId, cluster._id);
     const startedAt = new Date(this.deps.clock.now()).toISOString();
@@ -124,10 +124,10 @@ export class ManagedFleet {
   async terminateServer(input: TerminateServerInput): Promise<TerminateServerResult> {
     const { cluster, serverId } = input;
     const record = await this.platformServers().findOne({ _id: serverId, cluster_id: cluster._id });
-    if (!record) throw new ManagerError('unknown_server', `cluster ${cluster._id} has no server ${serverId}`, 404);
+    if (!record) throw MANAGER_ERRORS.unknownServer(`cluster ${cluster._id} has no server ${serverId}`);
     const cloud = input.deployment?.cloud ?? record.infrastructure?.cloud;
     const instanceId = record.infrastructure?.instanceId;
-    if (!cloud || !instanceId) throw new ManagerError('unknown_server', `server ${serverId} has no provider instance to terminate`, 404);
+    if (!cloud || !instanceId) throw MANAGER_ERRORS.unknownServer(`server ${serverId} has no provider instance to terminate`);
     await this.markBoth(serverId, cluster, { 'master.status': 'terminating' });
     let answer: unknown;
     try {
@@ -214,7 +214,7 @@ export class ManagedFleet {
     if (error instanceof ManagerError) return error;
     // The provider's own refusals are the platform's configuration to read; anything else stays in the log.
     const shown = error instanceof ApiError ? `: ${reason}` : '';
-    return new ManagerError('provider_failed', `provider "${cloud}" could not ${action} server ${serverId}${shown}`, 502, { cause: error });
+    return MANAGER_ERRORS.providerFailed(`provider "${cloud}" could not ${action} server ${serverId}${shown}`).withCause(error);
   }
 
   private platformScope() {
@@ -236,7 +236,7 @@ function instanceIdOf(reply: unknown): string {
   // Clouds number their servers; the id is kept as text either way.
   const id = typeof given === 'number' && Number.isSafeInteger(given) && given >= 0 ? String(given) : given;
   if (typeof id !== 'string' || id.length === 0 || id.length > 256) {
-    throw new ManagerError('provider_invalid_reply', 'the provider reply has no instanceId', 502);
+    throw MANAGER_ERRORS.providerInvalidReply();
   }
   return id;
 }

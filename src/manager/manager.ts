@@ -5,7 +5,7 @@ import type { ResolvedConfig } from '../config/schema.js';
 import { CLUSTERS, SERVERS } from '../inventory/records.js';
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import { managerUrl, type ManagerConnection } from './connection.js';
-import { MANAGES_NO_FLEET, ManagerError } from './errors.js';
+import { MANAGER_ERRORS, ManagerError, managesNoFleet } from './errors.js';
 import type { ManagerLog } from './log.js';
 import type { CreateServerInput, CreateServerResult, TerminateServerInput, TerminateServerResult } from './fleet.js';
 
@@ -76,7 +76,7 @@ export class Manager {
   constructor(options: ManagerOptions) {
     this.organization_id = options.connection.organization_id;
     this.host = options.connection.host;
-    const unavailable = () => Promise.reject(new ManagerError('unavailable', MANAGES_NO_FLEET, 503));
+    const unavailable = () => Promise.reject(managesNoFleet());
     Object.defineProperties(this, {
       apiKey: hidden(options.connection.apiKey ?? options.config.apiKey),
       config: hidden(options.config),
@@ -98,7 +98,7 @@ export class Manager {
 
   /** SPEC 13.3: an authorized `/manager` envelope, on a server that manages a fleet. */
   handle(envelope: AuthorizedEnvelope): Promise<Record<string, unknown>> {
-    if (!this.commands) return Promise.reject(new ManagerError('unavailable', MANAGES_NO_FLEET, 503));
+    if (!this.commands) return Promise.reject(managesNoFleet());
     return this.commands.handle(envelope);
   }
 
@@ -153,7 +153,7 @@ export class Manager {
   }
 
   private async sendToParent(envelope: Record<string, unknown>, signal?: AbortSignal): Promise<unknown> {
-    if (!this.managed) throw new ManagerError('unmanaged', 'this server has no manager: set manager.organizationId, manager.host and manager.apiKey (or keep them in its inventory record)', 503);
+    if (!this.managed) throw MANAGER_ERRORS.unmanaged();
     const body: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(envelope)) if (!CALLER_SCOPE.has(name)) body[name] = value;
     const url = managerUrl(this.host!);
@@ -167,20 +167,20 @@ export class Manager {
         signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(this.config.timeoutMs)]) : AbortSignal.timeout(this.config.timeoutMs),
       });
     } catch (error) {
-      if (signal?.aborted) throw new ManagerError('parent_abandoned', 'the request to the manager was given up before its answer', 503, { cause: error });
+      if (signal?.aborted) throw MANAGER_ERRORS.parentAbandoned().withCause(error);
       const timedOut = error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
       throw timedOut
-        ? new ManagerError('parent_timeout', `the manager did not answer within ${this.config.timeoutMs} ms`, 504)
-        : new ManagerError('parent_unreachable', 'the manager could not be reached', 502, { cause: error });
+        ? MANAGER_ERRORS.parentTimeout(this.config.timeoutMs)
+        : MANAGER_ERRORS.parentUnreachable().withCause(error);
     }
     const text = await readCapped(reply.body);
     if (reply.statusCode >= 400) {
-      throw new ManagerError('parent_failed', `the manager answered ${reply.statusCode}${errorCode(text)}`, 502);
+      throw MANAGER_ERRORS.parentFailed(`${reply.statusCode}${errorCode(text)}`);
     }
     try {
       return text === '' ? null : JSON.parse(text);
     } catch {
-      throw new ManagerError('parent_failed', 'the manager answered with a body that is not JSON', 502);
+      throw MANAGER_ERRORS.parentFailed('with a body that is not JSON');
     }
   }
 }
@@ -192,7 +192,7 @@ async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string
     size += (chunk as Buffer).length;
     if (size > MAX_REPLY_BYTES) {
       body.destroy();
-      throw new ManagerError('parent_failed', 'the manager answered with a body larger than 1 MiB', 502);
+      throw MANAGER_ERRORS.parentFailed('with a body larger than 1 MiB');
     }
     chunks.push(chunk as Buffer);
   }

@@ -1,5 +1,5 @@
 import type { ApiCallOptions, ApiReply } from '../api/service.js';
-import { ManagerError } from './errors.js';
+import { MANAGER_ERRORS } from './errors.js';
 
 /** What the manager asks of a provider: a cloud (the provider API's name) and the request's data. */
 export interface ProviderRequest {
@@ -47,7 +47,7 @@ export function providerPort(options: ProviderPortOptions): ProviderPort {
       }
     }
     const reply = await options.api({ organization_id: request.organization_id, api: request.cloud, endpoint: action, method: 'post', data: request.data });
-    if (reply.status >= 400) throw new ManagerError('provider_failed', `provider "${request.cloud}" answered ${reply.status} to ${action}${reasonOf(reply.data)}`, 502);
+    if (reply.status >= 400) throw MANAGER_ERRORS.providerFailed(`provider "${request.cloud}" answered ${reply.status} to ${action}${reasonOf(reply.data)}`);
     return reply.data;
   };
   return { create: (request) => call('create', request), terminate: (request) => call('terminate', request) };

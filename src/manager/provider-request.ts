@@ -1,8 +1,7 @@
-import { ApiError } from '../api/errors.js';
 import { HTTP_METHODS } from '../api/provider.js';
 import type { AuthorizedEnvelope } from '../auth/envelope.js';
 import { isPlainObject } from '../db/validate.js';
-import { ManagerError, clusterRefused } from './errors.js';
+import { MANAGER_ERRORS, clusterRefused } from './errors.js';
 import type { ApiSend } from './provider-port.js';
 
 /** A `/manager` envelope that is a provider request: an HTTP verb as its method, and the `api` it calls. */
@@ -23,19 +22,14 @@ function requestedCloud(data: Record<string, unknown> | undefined): unknown {
  * before these checks pass. The reply is the provider's `{ status, data }`.
  */
 export async function sendProviderRequest(api: ApiSend, envelope: AuthorizedEnvelope, bound: string | null): Promise<Record<string, unknown>> {
-  if (envelope.data !== undefined && !isPlainObject(envelope.data)) throw new ManagerError('invalid_envelope', 'data: must be an object', 400);
+  if (envelope.data !== undefined && !isPlainObject(envelope.data)) throw MANAGER_ERRORS.invalidEnvelope('data: must be an object');
   const data = envelope.data as Record<string, unknown> | undefined;
   const cloud = requestedCloud(data);
   if (cloud !== undefined && cloud !== envelope.api) {
-    throw new ManagerError('cloud_mismatch', `data: the requested cloud "${String(cloud).slice(0, 64)}" is not the authorized api "${String(envelope.api)}"`, 400);
+    throw MANAGER_ERRORS.cloudMismatch('data: the requested cloud', String(cloud).slice(0, 64), String(envelope.api));
   }
   if (bound !== null && data?.cluster_id !== undefined && data.cluster_id !== bound) throw clusterRefused();
-  try {
-    const reply = await api({ organization_id: envelope.organization_id, api: envelope.api, endpoint: envelope.endpoint, method: envelope.method, ...(data ? { data } : {}) });
-    return { status: reply.status, data: reply.data };
-  } catch (error) {
-    // The platform named a provider or endpoint it does not have: a request to fix, not a missing resource.
-    if (error instanceof ApiError && (error.code === 'unknown_api' || error.code === 'unknown_endpoint')) throw new ManagerError(error.code, error.message, 400);
-    throw error;
-  }
+  // An api or endpoint the platform does not have is answered as `/api` answers it: a code has one status.
+  const reply = await api({ organization_id: envelope.organization_id, api: envelope.api, endpoint: envelope.endpoint, method: envelope.method, ...(data ? { data } : {}) });
+  return { status: reply.status, data: reply.data };
 }

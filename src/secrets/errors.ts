@@ -1,5 +1,16 @@
-import { FleetplaneError } from '../errors.js';
+import { FleetplaneError, errorCode } from '../errors.js';
 import { StoreError } from '../db/errors.js';
+
+/**
+ * The codes of secrets at rest, declared once with their status. A key that cannot be had is the server's
+ * fault (500); a stored secret that cannot be opened here is unavailable here (503): another server, or this one
+ * with the right key, opens it. Neither message is shown to a caller; the API and webhooks answer with their own.
+ * The refusals of a secret's write are the store's codes (`STORE_CODES.secret_field`, `invalid_secret`).
+ */
+export const SECRET_CODES = {
+  secretKeyUnavailable: errorCode('secret_key_unavailable', 500),
+  secretUnreadable: errorCode('secret_unreadable', 503),
+};
 
 /**
  * The key that seals secrets at rest cannot be had: a malformed `FLEETPLANE_SECRETS_KEY`, a key file that is
@@ -13,7 +24,7 @@ export class SecretKeyError extends FleetplaneError {
     readonly source: 'env' | 'file',
     options?: { cause?: unknown },
   ) {
-    super('secret_key_unavailable', message, 500, options);
+    super(SECRET_CODES.secretKeyUnavailable.code, message, SECRET_CODES.secretKeyUnavailable.statusCode, options);
   }
 }
 
@@ -24,7 +35,7 @@ export class SecretUnreadableError extends FleetplaneError {
     message: string,
     readonly reason: 'unknown_key' | 'rejected' | 'malformed' | 'no_keyring',
   ) {
-    super('secret_unreadable', message, 500);
+    super(SECRET_CODES.secretUnreadable.code, message, SECRET_CODES.secretUnreadable.statusCode);
   }
 }
 

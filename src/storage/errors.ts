@@ -1,4 +1,4 @@
-import { FleetplaneError } from '../errors.js';
+import { FleetplaneError, errorCode, type ErrorCode } from '../errors.js';
 
 export const STORAGE_ERROR_CODES = [
   'E_STORAGE_KEY_INVALID',
@@ -14,11 +14,17 @@ export const STORAGE_ERROR_CODES = [
 
 export type StorageErrorCode = (typeof STORAGE_ERROR_CODES)[number];
 
+/**
+ * Each code declared once with its status: every failure of the cluster storage is 500 to an HTTP caller (the
+ * storage is the server's own; its callers are handlers and services, which answer with their own codes).
+ */
+export const STORAGE_CODES = Object.fromEntries(STORAGE_ERROR_CODES.map((code) => [code, errorCode(code, 500)])) as Readonly<Record<StorageErrorCode, ErrorCode>>;
+
 /** Every failure of the cluster storage, in the calling process, whichever process detected it. */
 export class StorageError extends FleetplaneError {
   override readonly name = 'StorageError';
   declare readonly code: StorageErrorCode;
   constructor(code: StorageErrorCode, message: string, options?: { cause?: unknown }) {
-    super(code, message, 500, options);
+    super(code, message, STORAGE_CODES[code].statusCode, options);
   }
 }

@@ -5,7 +5,7 @@ import { SecretKeyError, SecretUnreadableError } from '../secrets/errors.js';
 import { revealSecrets } from '../secrets/fields.js';
 import type { SecretOpener } from '../secrets/keyring.js';
 import { webhookViolation, type WebhookDefinition } from './definition.js';
-import { WebhookError } from './errors.js';
+import { WEBHOOK_ERRORS, WebhookError, webhooksUnavailable } from './errors.js';
 import { verifyDelivery } from './verify.js';
 
 export interface WebhookDelivery {
@@ -54,7 +54,7 @@ export class WebhookService {
       new DefinitionCache(deps.store, 'webhooks', (document) => {
         const { _id, organization_id, createdAt, updatedAt, ...definition } = this.withOpenSecret(document);
         const violation = webhookViolation(definition);
-        if (violation) throw new WebhookError('webhook_unavailable', `webhook "${String(document.name)}" is not valid: ${violation}`, 503);
+        if (violation) throw WEBHOOK_ERRORS.webhookUnavailable(`webhook "${String(document.name)}" is not valid: ${violation}`);
         return definition as WebhookDefinition;
       });
   }
@@ -62,13 +62,13 @@ export class WebhookService {
   async receive(delivery: WebhookDelivery): Promise<WebhookOutcome> {
     const definition = await this.definition(delivery);
     if (!verifyDelivery(definition.verify, delivery.headers, delivery.rawBody)) {
-      throw new WebhookError('invalid_signature', `the delivery is not signed with the secret of webhook "${delivery.name}"`, 401);
+      throw WEBHOOK_ERRORS.invalidSignature(delivery.name);
     }
     let body: unknown;
     try {
       body = parseUntrustedJson(delivery.rawBody.toString('utf8'));
     } catch (error) {
-      throw new WebhookError('invalid_body', `the body is not valid JSON: ${(error as Error).message}`, 400);
+      throw WEBHOOK_ERRORS.invalidBody((error as Error).message);
     }
     const event = this.eventOf(definition, delivery.headers, body);
     const workflow = Object.hasOwn(definition.workflows, event) ? definition.workflows[event] : definition.workflows[ANY_EVENT];
@@ -92,21 +92,21 @@ export class WebhookService {
       return revealSecrets('webhooks', document, this.deps.secrets);
     } catch (error) {
       if (!(error instanceof SecretUnreadableError) && !(error instanceof SecretKeyError)) throw error;
-      throw new WebhookError('webhook_unavailable', `webhook "${String(document.name)}" is not usable: ${error.message}`, 503);
+      throw WEBHOOK_ERRORS.webhookUnavailable(`webhook "${String(document.name)}" is not usable: ${error.message}`);
     }
   }
 
   private async definition(delivery: WebhookDelivery): Promise<WebhookDefinition> {
-    if (!this.definitions) throw new WebhookError('webhook_unavailable', 'webhooks are not available on this server', 503);
+    if (!this.definitions) throw webhooksUnavailable();
     try {
       const definition = await this.definitions.get(delivery.organization_id, delivery.name);
-      if (!definition) throw new WebhookError('unknown_webhook', `no webhook "${delivery.name}"`, 404);
+      if (!definition) throw WEBHOOK_ERRORS.unknownWebhook(delivery.name);
       return definition;
     } catch (error) {
       // The sender is not the tenant: it learns that the webhook is unusable, the log says why.
       if (error instanceof WebhookError && error.code === 'webhook_unavailable') {
         this.deps.log?.error({ webhook: delivery.name, organization: delivery.organization_id, reason: error.message }, 'webhook definition is invalid');
-        throw new WebhookError('webhook_unavailable', `webhook "${delivery.name}" is misconfigured`, 503);
+        throw WEBHOOK_ERRORS.webhookUnavailable(`webhook "${delivery.name}" is misconfigured`);
       }
       throw error;
     }
@@ -117,7 +117,7 @@ export class WebhookService {
     const value = definition.event.header !== undefined ? headers[definition.event.header.toLowerCase()] : fieldAt(body, definition.event.field!);
     if (typeof value !== 'string' || value.length === 0 || value.length > 128) {
       const source = definition.event.header !== undefined ? `header ${definition.event.header}` : `field ${definition.event.field}`;
-      throw new WebhookError('missing_event', `the event name (${source}) is missing`, 400);
+      throw WEBHOOK_ERRORS.missingEvent(source);
     }
     return value;
   }

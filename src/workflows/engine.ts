@@ -3,7 +3,7 @@ import { ApiError } from '../api/errors.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { RequestResult } from '../ipc/handlers.js';
 import type { CompiledStep, CompiledWorkflow } from './definition.js';
-import { WorkflowError } from './errors.js';
+import { WORKFLOW_ERRORS, WorkflowError } from './errors.js';
 import type { Scope } from './template.js';
 import { serverTarget } from '../auth/authority.js';
 
@@ -38,19 +38,20 @@ interface RunContext {
 
 const remaining = (context: RunContext) => Math.max(1, context.deadline - Date.now());
 
+/** What a step's API or IPC failure is for the run: a service missing here, a timeout, a failure, or a refusal. */
+function stepError(error: ApiError | IpcError): WorkflowError {
+  if (error.statusCode === 503) return WORKFLOW_ERRORS.unavailable(error.message);
+  // A provider's own failures are the step's; anything refused (an unknown api or endpoint, an envelope the IPC
+  // layer does not take) is the definition's fault.
+  if (error instanceof IpcError) return WORKFLOW_ERRORS.stepRefused(error.message);
+  if (error.statusCode === 504) return WORKFLOW_ERRORS.stepTimeout(error.message);
+  return error.statusCode >= 500 ? WORKFLOW_ERRORS.stepFailed(error.message) : WORKFLOW_ERRORS.stepRefused(error.message);
+}
+
 /** Prefixes the step's name; nested failures read `step "outer" → step "inner": ...`. */
 function atStep(error: unknown, step: CompiledStep): unknown {
-  if (error instanceof WorkflowError) {
-    return new WorkflowError(error.code, `step "${step.name}"${error.step ? ' → ' : ': '}${error.message}`, error.statusCode, step.name);
-  }
-  if (error instanceof ApiError) {
-    // The provider's own failures keep their status; an unknown api or endpoint is the definition's fault.
-    const status = error.statusCode === 404 ? 422 : error.statusCode;
-    return new WorkflowError('step_failed', `step "${step.name}": ${error.message}`, status, step.name);
-  }
-  if (error instanceof IpcError) {
-    return new WorkflowError('step_failed', `step "${step.name}": ${error.message}`, error.statusCode === 503 ? 503 : 422, step.name);
-  }
+  if (error instanceof WorkflowError) return error.atStep(step.name);
+  if (error instanceof ApiError || error instanceof IpcError) return stepError(error).atStep(step.name);
   return error;
 }
 
@@ -67,37 +68,39 @@ async function runStep(deps: EngineDeps, step: CompiledStep, scope: Scope, conte
       if (error instanceof ApiError && error.code === 'upstream_timeout' && error.timeoutMs === budget) throw context.timedOut();
       throw error;
     }
-    if (reply.status >= 400) throw new WorkflowError('step_failed', `provider "${step.api}" answered ${reply.status}`, 502);
+    if (reply.status >= 400) throw WORKFLOW_ERRORS.stepFailed(`provider "${step.api}" answered ${reply.status}`);
     return reply.data;
   }
   if (step.kind === 'workflow') {
     const next = await deps.resolve(context.organizationId, step.workflow);
-    if (!next) throw new WorkflowError('unknown_workflow', `no workflow "${step.workflow}"`, 422);
+    // Naming a workflow that does not exist is the definition's fault, as naming an unknown api is: not the caller's 404.
+    if (!next) throw WORKFLOW_ERRORS.stepRefused(`no workflow "${step.workflow}"`);
     return execute(deps, next, step.input ? step.input(scope) : scope.input, { ...context, depth: context.depth + 1, trusted: next.trusted === true });
   }
-  if (!deps.request) throw new WorkflowError('unavailable', 'IPC is not available in this process', 503);
+  if (!deps.request) throw WORKFLOW_ERRORS.unavailable('IPC is not available in this process');
   const envelope: Record<string, unknown> = { ...(step.envelope(scope) as Record<string, unknown>), organization_id: context.organizationId };
   // A tenant's stored workflow reaches its own organization's workers only, as its keys do (SPEC 8.4).
   const target = serverTarget(envelope);
   if (target && !context.trusted && !(await deps.isPlatform?.(context.organizationId))) {
-    throw new WorkflowError('platform_only', `the "${target}" target selects server processes; only the platform organization's workflows may use it`, 403);
+    throw WORKFLOW_ERRORS.platformOnly(target);
   }
   const timeoutMs = Math.min((envelope.timeoutMs as number | undefined) ?? DEFAULT_IPC_TIMEOUT_MS, remaining(context));
   const result = await deps.request({ ...envelope, timeoutMs }, { timeoutMs });
   const failed = result.replies.find((reply) => !reply.ok);
-  if (failed) throw new WorkflowError('step_failed', `worker ${failed.worker} of ${failed.server} answered ${failed.error?.code}: ${failed.error?.message}`, 502);
-  if (result.replies.length === 0) throw new WorkflowError('step_failed', 'no target answered', 502);
+  if (failed) throw WORKFLOW_ERRORS.stepFailed(`worker ${failed.worker} of ${failed.server} answered ${failed.error?.code}: ${failed.error?.message}`);
+  if (result.replies.length === 0) throw WORKFLOW_ERRORS.stepFailed('no target answered');
   return result;
 }
 
 async function execute(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, context: RunContext): Promise<unknown> {
-  if (context.depth > MAX_WORKFLOW_DEPTH) throw new WorkflowError('depth_exceeded', `workflows nest deeper than ${MAX_WORKFLOW_DEPTH} levels`, 422);
+  if (context.depth > MAX_WORKFLOW_DEPTH) throw WORKFLOW_ERRORS.depthExceeded(MAX_WORKFLOW_DEPTH);
   const steps: Record<string, unknown> = {};
   const scope: Scope = { input, steps };
   let last: unknown = null;
   for (const step of workflow.steps) {
-    if (context.expired.value) throw new WorkflowError('workflow_timeout', 'the run is over', 504);
-    if (--context.budget.steps < 0) throw atStep(new WorkflowError('step_limit', `a run may take at most ${MAX_STEPS_PER_RUN} steps`, 422), step);
+    // The run has already failed with its timeout: this only keeps later steps from starting.
+    if (context.expired.value) throw context.timedOut();
+    if (--context.budget.steps < 0) throw WORKFLOW_ERRORS.stepLimit(MAX_STEPS_PER_RUN).atStep(step.name);
     context.active.push(step.name);
     try {
       last = await runStep(deps, step, scope, context);
@@ -114,7 +117,7 @@ async function execute(deps: EngineDeps, workflow: CompiledWorkflow, input: unkn
   try {
     return workflow.output(scope);
   } catch (error) {
-    if (error instanceof WorkflowError) throw new WorkflowError(error.code, `output: ${error.message}`, error.statusCode);
+    if (error instanceof WorkflowError) throw error.within('output: ', undefined);
     throw error;
   }
 }
@@ -129,7 +132,8 @@ export async function runWorkflow(deps: EngineDeps, workflow: CompiledWorkflow, 
   const expired = { value: false };
   const timedOut = () => {
     const at = active.map((name) => `step "${name}"`).join(' → ');
-    return new WorkflowError('workflow_timeout', `${at ? `${at}: ` : ''}workflow "${workflow.name}" did not finish within ${workflow.timeoutMs} ms`, 504, active[0]);
+    const timeout = WORKFLOW_ERRORS.workflowTimeout(workflow.name, workflow.timeoutMs);
+    return at ? timeout.within(`${at}: `, active[0]) : timeout;
   };
   const context: RunContext = { organizationId, depth: 1, budget: { steps: MAX_STEPS_PER_RUN }, expired, deadline: Date.now() + workflow.timeoutMs, active, trusted: workflow.trusted === true, timedOut };
   // Only an output template: nothing can wait, so no deadline is needed.

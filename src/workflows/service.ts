@@ -2,7 +2,7 @@ import { DefinitionCache } from '../api/definition-cache.js';
 import type { Store } from '../db/types.js';
 import { compileWorkflow, type CompiledWorkflow } from './definition.js';
 import { runWorkflow, type EngineDeps } from './engine.js';
-import { WorkflowDefinitionError, WorkflowError } from './errors.js';
+import { WORKFLOW_ERRORS, WorkflowDefinitionError, WorkflowError } from './errors.js';
 
 export interface WorkflowServiceDeps extends Pick<EngineDeps, 'api' | 'request' | 'isPlatform'> {
   store: Store | undefined;
@@ -14,7 +14,7 @@ function compileStored(document: Record<string, unknown>): CompiledWorkflow {
   try {
     return compileWorkflow(definition);
   } catch (error) {
-    if (error instanceof WorkflowDefinitionError) throw new WorkflowError('invalid_workflow', `workflow "${String(document.name)}" is not valid: ${error.message}`, 422);
+    if (error instanceof WorkflowDefinitionError) throw WORKFLOW_ERRORS.invalidWorkflow(String(document.name), error.message);
     throw error;
   }
 }
@@ -52,7 +52,7 @@ export class WorkflowService {
   /** Runs the workflow once for `input`; failures are `WorkflowError`s naming the step. */
   async run(name: string, input: unknown, context: { organization_id: string }): Promise<unknown> {
     const workflow = await this.resolve(context.organization_id, name);
-    if (!workflow) throw new WorkflowError('unknown_workflow', `no workflow "${name}"`, 404);
+    if (!workflow) throw WORKFLOW_ERRORS.unknownWorkflow(name);
     return runWorkflow(this.engine, workflow, input, context.organization_id);
   }
 
@@ -62,13 +62,13 @@ export class WorkflowService {
    */
   async runEach(name: string, inputs: readonly unknown[], context: { organization_id: string }): Promise<unknown[]> {
     const workflow = await this.resolve(context.organization_id, name);
-    if (!workflow) throw new WorkflowError('unknown_workflow', `no workflow "${name}"`, 404);
+    if (!workflow) throw WORKFLOW_ERRORS.unknownWorkflow(name);
     const results: unknown[] = [];
     for (const [index, input] of inputs.entries()) {
       try {
         results.push(await runWorkflow(this.engine, workflow, input, context.organization_id));
       } catch (error) {
-        if (error instanceof WorkflowError && inputs.length > 1) throw new WorkflowError(error.code, `input ${index}: ${error.message}`, error.statusCode, error.step);
+        if (error instanceof WorkflowError && inputs.length > 1) throw error.within(`input ${index}: `, error.step);
         throw error;
       }
     }

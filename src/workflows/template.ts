@@ -1,4 +1,4 @@
-import { WorkflowDefinitionError, WorkflowError } from './errors.js';
+import { WORKFLOW_ERRORS, WorkflowDefinitionError } from './errors.js';
 
 /** What references read: the run's input and the results of the steps so far. */
 export interface Scope {
@@ -23,7 +23,7 @@ function lookup(path: readonly string[], scope: Scope, reference: string): unkno
     if (Array.isArray(node) && /^\d+$/.test(segment) && Number(segment) < node.length) node = node[Number(segment)];
     else if (isRecord(node) && Object.hasOwn(node, segment)) node = node[segment];
     // A missing input field is the caller's; a missing field of a step's result is the definition's expectation.
-    else throw new WorkflowError('missing_reference', `\${${reference}} has no value`, path[0] === 'input' ? 400 : 422);
+    else throw path[0] === 'input' ? WORKFLOW_ERRORS.missingReference(reference) : WORKFLOW_ERRORS.missingStepValue(reference);
   }
   return node;
 }

@@ -1,7 +1,7 @@
 import t from 'tap';
 import path from 'node:path';
 import { Authorizer } from '../../src/auth/authorize.js';
-import { AuthorizationError } from '../../src/auth/errors.js';
+import { AUTH_ERRORS } from '../../src/auth/errors.js';
 import { createKey, revokeKey } from '../../src/auth/keys.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { organization, tempDir, testStore } from './fixtures/tenants.js';
@@ -31,7 +31,7 @@ t.test('a key revoked by another process stops working once the revalidation int
   now += 100;
   t.ok(await authorizer.request(request('acme.example', key), { method: 'status' }), 'inside the interval the cached key still answers');
   now += 200;
-  await t.rejects(authorizer.request(request('acme.example', key), { method: 'status' }), new AuthorizationError('key_revoked', 'this key has been revoked'));
+  await t.rejects(authorizer.request(request('acme.example', key), { method: 'status' }), AUTH_ERRORS.keyRevoked());
 });
 
 t.test('a host added to an organization by another process is served after the interval', async (t) => {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ApiError } from '../../src/api/errors.js';
+import { API_ERRORS } from '../../src/api/errors.js';
 import type { ApiReply } from '../../src/api/service.js';
 import { withBuiltinProviders, type BuiltinProvider } from '../../src/manager/builtin-providers.js';
 import { providerPort } from '../../src/manager/provider-port.js';
@@ -49,7 +49,7 @@ t.test('built-in providers answer the platform only, with the endpoint and metho
   t.same(await send({ organization_id: 'tenant', api: 'local', endpoint: 'create', method: 'post' }), { status: 200, data: 'upstream' }, "a tenant's local is its own api");
   t.same(await send({ organization_id: 'platform', api: 'items', endpoint: 'x', method: 'get' }), { status: 200, data: 'upstream' });
   t.equal(passed.length, 2);
-  await t.rejects(send({ organization_id: 'platform', api: 'local', endpoint: 'nope', method: 'post' }), new ApiError('unknown_endpoint', 'api "local" has no endpoint "nope"', 404));
+  await t.rejects(send({ organization_id: 'platform', api: 'local', endpoint: 'nope', method: 'post' }), API_ERRORS.unknownEndpoint('local', 'nope'));
   await t.rejects(send({ organization_id: 'platform', api: 'local', endpoint: 'create', method: 'get' }), { code: 'method_mismatch', statusCode: 400 });
   await t.rejects(send({ organization_id: 'platform', api: 'local', endpoint: 'create', method: 'post', data: [1] }), { code: 'invalid_envelope' });
   t.equal(calls.length, 1);

@@ -108,10 +108,10 @@ t.test('a provider request naming another cloud, another cluster, or an unknown 
   const flat = await post(s.app, s.keys.platformAdmin, { ...CREATE, data: { cloud: 'aws' } });
   t.equal(flat.statusCode, 400, 'a top-level cloud too');
   const unknown = await post(s.app, s.keys.platformAdmin, { ...CREATE, api: 'nope' });
-  t.equal(unknown.statusCode, 400);
+  t.equal(unknown.statusCode, 404, 'answered as /api answers it');
   t.match(unknown.json(), { error: { code: 'unknown_api' } });
   const unknownEndpoint = await post(s.app, s.keys.platformAdmin, { ...CREATE, endpoint: 'reboot-instance' });
-  t.equal(unknownEndpoint.statusCode, 400);
+  t.equal(unknownEndpoint.statusCode, 404);
   t.match(unknownEndpoint.json(), { error: { code: 'unknown_endpoint' } });
   const foreign = await post(s.app, s.keys.boundToC1, { ...CREATE, data: { cluster_id: 'c2' } });
   const unknownCluster = await post(s.app, s.keys.platformAdmin, { method: 'createServer', cluster: 'no-such-cluster' });

@@ -16,7 +16,7 @@ t.test('a reference to a missing value fails naming it; prototypes are out of re
   const missing = compileTemplate({ id: '${input.nope}' }, 'data');
   t.throws(() => missing({ input: {}, steps: {} }), { code: 'missing_reference', statusCode: 400, message: '${input.nope} has no value' });
   t.throws(() => compileTemplate('${input.constructor}', 'data')({ input: {}, steps: {} }), { code: 'missing_reference' });
-  t.throws(() => compileTemplate('${steps.a.x}', 'data')({ input: {}, steps: { a: {} } }), { statusCode: 422, message: '${steps.a.x} has no value' }, "a step's missing field is the definition's problem");
+  t.throws(() => compileTemplate('${steps.a.x}', 'data')({ input: {}, steps: { a: {} } }), { code: 'missing_step_value', statusCode: 422, message: '${steps.a.x} has no value' }, "a step's missing field is the definition's problem");
   const poisoned = compileTemplate(JSON.parse('{"__proto__": {"polluted": "${input.x}"}}'), 'data')({ input: { x: 1 }, steps: {} }) as Record<string, unknown>;
   t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype untouched');
   t.same(Object.getOwnPropertyNames(poisoned), ['__proto__'], 'the key stays a plain field');

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ApiError } from '../../src/api/errors.js';
+import { API_ERRORS } from '../../src/api/errors.js';
 import { compileWorkflow } from '../../src/workflows/definition.js';
 import { runWorkflow, type EngineDeps } from '../../src/workflows/engine.js';
 import { WorkflowError } from '../../src/workflows/errors.js';
@@ -22,7 +22,7 @@ async function outcome(send: EngineDeps['api']['send']): Promise<WorkflowError> 
 
 t.test("a call that timed out after all the run had left is the run's timeout, naming the step", async (t) => {
   const error = await outcome(async (_envelope, options) => {
-    throw new ApiError('upstream_timeout', `provider "items" did not answer within ${options!.timeoutMs} ms`, 504, undefined, options!.timeoutMs);
+    throw API_ERRORS.upstreamTimeout('items', options!.timeoutMs!);
   });
   t.equal(error.code, 'workflow_timeout');
   t.equal(error.statusCode, 504);
@@ -30,11 +30,11 @@ t.test("a call that timed out after all the run had left is the run's timeout, n
   t.equal(error.message, 'step "wait": workflow "hurried" did not finish within 60000 ms');
 });
 
-t.test("a provider's own shorter timeout stays the step's failure", async (t) => {
+t.test("a provider's own shorter timeout stays the step's: a step timeout, not the run's", async (t) => {
   const error = await outcome(async () => {
-    throw new ApiError('upstream_timeout', 'provider "items" did not answer within 5 ms', 504, undefined, 5);
+    throw API_ERRORS.upstreamTimeout('items', 5);
   });
-  t.equal(error.code, 'step_failed');
+  t.equal(error.code, 'step_timeout');
   t.equal(error.statusCode, 504);
   t.equal(error.message, 'step "wait": provider "items" did not answer within 5 ms');
 });

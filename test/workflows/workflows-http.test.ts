@@ -66,6 +66,33 @@ t.test('a failing step is reported by name, and the steps after it do not run', 
   t.equal(second.json().error.message, 'input 1: step "create": ${input.id} has no value');
 });
 
+t.test("a step naming a workflow, api or endpoint that does not exist is the definition's fault: 422 step_refused, not the caller's 404", async (t) => {
+  await workflows.insertOne({ name: 'dangling', steps: [{ name: 'build', workflow: 'no-such' }] });
+  await workflows.insertOne({ name: 'no-provider', steps: [{ name: 'create', api: 'nope', endpoint: 'create', method: 'post' }] });
+  const dangling = await run('dangling', { dangling: [{}] });
+  t.equal(dangling.statusCode, 422);
+  t.same(dangling.json(), { error: { code: 'step_refused', message: 'step "build": no workflow "no-such"', step: 'build' } });
+  const noProvider = await run('no-provider', { 'no-provider': [{}] });
+  t.equal(noProvider.statusCode, 422);
+  t.same(noProvider.json(), { error: { code: 'step_refused', message: 'step "create": no api "nope" in this organization', step: 'create' } });
+});
+
+t.test("a value an earlier step did not give is the definition's fault (422 missing_step_value); one the input lacks the caller's (400)", async (t) => {
+  await workflows.insertOne({
+    name: 'reads-absent',
+    steps: [
+      { name: 'create', api: 'items', endpoint: 'create', method: 'post', data: { id: '${input.id}' } },
+      { name: 'copy', api: 'items', endpoint: 'create', method: 'post', data: { id: '${steps.create.absent}' } },
+    ],
+  });
+  const fromStep = await run('reads-absent', { 'reads-absent': [{ id: 'r1' }] });
+  t.equal(fromStep.statusCode, 422);
+  t.same(fromStep.json(), { error: { code: 'missing_step_value', message: 'step "copy": ${steps.create.absent} has no value', step: 'copy' } });
+  const fromInput = await run('reads-absent', { 'reads-absent': [{}] });
+  t.equal(fromInput.statusCode, 400);
+  t.same(fromInput.json(), { error: { code: 'missing_reference', message: 'step "create": ${input.id} has no value', step: 'create' } });
+});
+
 t.test('recursion stops at the depth bound with the step named', async (t) => {
   const reply = await run('loop', { loop: [{}] });
   t.equal(reply.statusCode, 422);
