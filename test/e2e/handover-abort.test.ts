@@ -61,12 +61,18 @@ t.test('a hand-over that fails before the new primary takes over leaves the old 
   });
 
   await t.test('an upgrade while a rolling restart runs is refused', async (t) => {
+    // The roll's replacements wait for this file before they boot: the roll is still running when the upgrade
+    // is asked, however fast or slow the host is.
+    const gate = path.join(node.dataDir, 'replacements-may-boot');
+    deployment.patch('dist/src/boot/worker.js', (text) => text.replace(/export async function bootWorker\(([^)]*)\) \{/, (head) => `${head}\n    while (!(await import('node:fs')).existsSync(${JSON.stringify(gate)})) await new Promise((resolve) => setTimeout(resolve, 50));`));
+    t.teardown(() => deployment.restore('dist/src/boot/worker.js'));
     const from = node.lines.length;
     node.signal(oldPid, 'SIGHUP');
     await node.waitForLog((line) => line.msg === 'SIGHUP: rolling restart of all workers', 30_000, from);
     const refused = await upgrade();
     t.equal(refused.status, 1);
     t.match(refused.stderr, /a rolling restart is running/);
+    writeFileSync(gate, '');
     await eventually(async () => (node.count((line) => line.msg === 'worker ready' && node.lines.indexOf(line) >= from) >= 2 ? true : undefined), 'the roll completes', 150_000);
   });
 
