@@ -106,6 +106,7 @@ export function primaryIpc(
       serves: (workerId, organizationId) => tracker.workersServing(organizationId).has(workerId),
     }),
     endpointOf: (workerId) => eligible().find((endpoint) => endpoint.workerId === workerId),
+    answerWorkers: (method, handler) => primary.handleWorkerRpc(method, (params, from) => handler(params, from.endpoint)),
   });
   // Single-process mode: the in-process worker answers deliveries to worker 0 with the same handlers.
   if (local) new IpcClient(local, handlers, config.ipc.maxEnvelopeBytes);

@@ -12,6 +12,9 @@ import type { WorkerRuntime } from '../runtime/worker.js';
 import { PrimaryFacade } from '../runtime/process-facade.js';
 import { resolveServerId } from '../runtime/identity.js';
 import { PrimaryChannels, type WorkerEndpoint } from '../runtime/channels.js';
+import type { PrimaryToWorker } from '../runtime/messages.js';
+import { RpcChannel } from '../runtime/rpc.js';
+import { primaryMethodChecks } from '../runtime/protocol.js';
 import { StorageAuthority } from '../storage/index.js';
 import { Server, type ServerIdentity } from '../server.js';
 import { openKeyring, openServerData } from './data.js';
@@ -207,9 +210,12 @@ function closeHandle(handle: unknown): undefined {
 async function inProcessWorker(identity: ServerIdentity, events: ServerEmitter, channels: PrimaryChannels): Promise<WorkerRuntime> {
   // Loaded only here: a primary with workers never holds the worker runtime (nor its metrics library).
   const { WorkerRuntime } = await import('../runtime/worker.js');
-  const endpoint: WorkerEndpoint = { workerId: 0, pid: process.pid, connected: true, post: (message) => queueMicrotask(() => runtime.receive(message)) };
+  const toWorker = (message: PrimaryToWorker) => queueMicrotask(() => runtime.receive(message));
+  const rpc = new RpcChannel(toWorker, primaryMethodChecks);
+  const endpoint: WorkerEndpoint = { workerId: 0, pid: process.pid, connected: true, post: toWorker, rpc };
   const runtime = new WorkerRuntime(identity.config, 0, identity.log, events, (message) => {
     if (message.fp === 'ch') queueMicrotask(() => channels.receive(endpoint, message));
+    else if (message.fp === 'rpc' || message.fp === 'reply') queueMicrotask(() => void rpc.receive(message));
   });
   channels.connected(endpoint);
   return runtime;

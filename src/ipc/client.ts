@@ -1,7 +1,8 @@
 import type { WorkerRuntime } from '../runtime/worker.js';
-import { IpcError, parseEnvelope, type DeliveredEnvelope } from './envelope.js';
+import { RpcRemoteError } from '../runtime/rpc.js';
+import { IpcError, isIpcErrorCode, parseEnvelope, type DeliveredEnvelope } from './envelope.js';
 import type { HandlerRegistry, RequestResult } from './handlers.js';
-import { IPC_CHANNEL, type PrimaryIpcMessage, type WorkerIpcMessage } from './messages.js';
+import { DELIVER, ROUTE_REQUEST, ROUTE_SEND, type DeliveryOutcome } from './messages.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS } from './router.js';
 
 /**
@@ -9,68 +10,34 @@ import { DEFAULT_REQUEST_TIMEOUT_MS } from './router.js';
  * other processes are); envelopes delivered here run this process's handlers and answer.
  */
 export class IpcClient {
-  private nextRequest = 1;
-  private readonly waiting = new Map<number, { resolve(result: RequestResult): void; reject(error: Error): void }>();
-
   constructor(
-    private readonly runtime: Pick<WorkerRuntime, 'onChannel' | 'sendChannel'>,
+    private readonly runtime: Pick<WorkerRuntime, 'rpc'>,
     private readonly handlers: HandlerRegistry,
     private readonly maxEnvelopeBytes: number,
   ) {
-    runtime.onChannel(IPC_CHANNEL, (payload) => this.receive(payload as PrimaryIpcMessage));
+    runtime.rpc.handle(DELIVER, (params) => this.run((params as { envelope: DeliveredEnvelope }).envelope));
   }
 
   send(input: unknown): Promise<void> {
     // Validate here too, so the caller gets the error rather than the primary's log.
     parseEnvelope(input, this.maxEnvelopeBytes);
-    this.post({ kind: 'send', envelope: input });
+    this.runtime.rpc.notify(ROUTE_SEND, { envelope: input });
     return Promise.resolve();
   }
 
+  /** An invalid envelope throws here, before anything is sent. */
   request(input: unknown, timeoutMs?: number): Promise<RequestResult> {
     const envelope = parseEnvelope(input, this.maxEnvelopeBytes);
-    const requestId = this.nextRequest++;
     const budget = timeoutMs ?? envelope.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    return new Promise((resolve, reject) => {
-      // The primary answers within `budget`; this only guards against the primary itself going away.
-      const timer = setTimeout(() => {
-        this.waiting.delete(requestId);
-        reject(new IpcError('unavailable', 'the primary did not answer'));
-      }, budget + 5_000);
-      timer.unref();
-      this.waiting.set(requestId, {
-        resolve: (result) => {
-          clearTimeout(timer);
-          resolve(result);
-        },
-        reject: (error) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      });
-      this.post({ kind: 'send', envelope, requestId, timeoutMs: budget });
+    // The primary answers within `budget`; the margin only guards against the primary itself going away.
+    return this.runtime.rpc.call<RequestResult>(ROUTE_REQUEST, { envelope, timeoutMs: budget }, budget + 5_000).catch((error: unknown) => {
+      if (!(error instanceof RpcRemoteError)) throw new IpcError('unavailable', 'the primary did not answer');
+      throw new IpcError(isIpcErrorCode(error.code) ? error.code : 'handler_failed', error.message, error.field);
     });
   }
 
-  private post(message: WorkerIpcMessage): void {
-    this.runtime.sendChannel(IPC_CHANNEL, message);
-  }
-
-  private receive(message: PrimaryIpcMessage): void {
-    if (message.kind === 'replies') {
-      const waiter = this.waiting.get(message.requestId);
-      if (!waiter) return;
-      this.waiting.delete(message.requestId);
-      if (message.ok) waiter.resolve(message.result);
-      else waiter.reject(new IpcError(message.error.code as IpcError['code'], message.error.message, message.error.field));
-      return;
-    }
-    if (message.kind === 'deliver') void this.run(message.deliveryId, message.envelope);
-  }
-
-  private async run(deliveryId: number, envelope: DeliveredEnvelope): Promise<void> {
+  private async run(envelope: DeliveredEnvelope): Promise<DeliveryOutcome> {
     const outcome = await this.handlers.run(envelope);
-    if (deliveryId === 0) return;
-    this.post(outcome.ok ? { kind: 'result', deliveryId, ok: true, result: outcome.result } : { kind: 'result', deliveryId, ok: false, error: outcome.error });
+    return outcome.ok ? { ok: true, result: outcome.result } : { ok: false, error: outcome.error };
   }
 }

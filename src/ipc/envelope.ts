@@ -56,6 +56,9 @@ export type IpcErrorCode = 'invalid_envelope' | 'no_target' | 'too_large' | 'unk
 /** The HTTP status each IPC error answers with on the control surface. */
 const IPC_STATUS = { invalid_envelope: 400, no_target: 400, bad_request: 400, too_large: 413, unknown_method: 404, forbidden: 403, unavailable: 503, handler_failed: 500 } as const;
 
+/** True for the codes an `IpcError` can carry (e.g. one that crossed a process boundary as text). */
+export const isIpcErrorCode = (code: unknown): code is IpcErrorCode => typeof code === 'string' && Object.hasOwn(IPC_STATUS, code);
+
 export class IpcError extends FleetplaneError {
   override readonly name = 'IpcError';
   declare readonly code: IpcErrorCode;

@@ -1,34 +1,23 @@
-import { Type, type Static } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { lazyCheck } from '../schema/lazy-check.js';
-import type { DeliveredEnvelope } from './envelope.js';
-import type { RequestResult } from './handlers.js';
+import type { TargetReply } from './handlers.js';
 
-export const IPC_CHANNEL = 'ipc';
+/**
+ * The requests an envelope makes between the primary and its workers (declared with their parameters in
+ * `src/runtime/protocol.ts`): a worker's envelope goes to its primary, which routes it; the primary delivers
+ * an envelope to each worker it targets, which answers with its handler's outcome.
+ */
+export const ROUTE_SEND = 'primary.ipc.send';
+export const ROUTE_REQUEST = 'primary.ipc.request';
+export const DELIVER = 'worker.ipc.deliver';
 
-const ReplyErrorSchema = Type.Object({ code: Type.String(), message: Type.String() });
+/** A worker's answer to a delivery: checked, since a worker is another process. */
+const DeliveryOutcomeSchema = Type.Object({
+  ok: Type.Boolean(),
+  result: Type.Optional(Type.Unknown()),
+  error: Type.Optional(Type.Object({ code: Type.String({ maxLength: 64 }), message: Type.String() })),
+});
+export type DeliveryOutcome = Pick<TargetReply, 'ok' | 'result' | 'error'>;
 
-/** What a worker may send the primary on the ipc channel; checked, since a worker is another process. */
-const WorkerIpcMessageSchema = Type.Union([
-  Type.Object({
-    kind: Type.Literal('send'),
-    envelope: Type.Unknown(),
-    requestId: Type.Optional(Type.Integer({ minimum: 1 })),
-    timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 120_000 })),
-  }),
-  Type.Object({
-    kind: Type.Literal('result'),
-    deliveryId: Type.Integer({ minimum: 1 }),
-    ok: Type.Boolean(),
-    result: Type.Optional(Type.Unknown()),
-    error: Type.Optional(ReplyErrorSchema),
-  }),
-]);
-export type WorkerIpcMessage = Static<typeof WorkerIpcMessageSchema>;
-
-const workerMessageCheck = lazyCheck(WorkerIpcMessageSchema);
-export const isWorkerIpcMessage = (payload: unknown): payload is WorkerIpcMessage => workerMessageCheck.Check(payload);
-
-export type PrimaryIpcMessage =
-  | { kind: 'deliver'; deliveryId: number; envelope: DeliveredEnvelope }
-  | { kind: 'replies'; requestId: number; ok: true; result: RequestResult }
-  | { kind: 'replies'; requestId: number; ok: false; error: { code: string; message: string; field?: string } };
+const outcomeCheck = lazyCheck(DeliveryOutcomeSchema);
+export const isDeliveryOutcome = (value: unknown): value is DeliveryOutcome => outcomeCheck.Check(value);

@@ -4,7 +4,7 @@ import type { PrimaryChannels, WorkerEndpoint } from '../runtime/channels.js';
 import { IpcError, parseEnvelope, type DeliveredEnvelope, type EnvelopeMeta, type IpcEnvelope } from './envelope.js';
 import { resolveTargets, type TargetPlan, type TargetView } from './targets.js';
 import type { HandlerRegistry, RequestResult, TargetReply } from './handlers.js';
-import { IPC_CHANNEL, isWorkerIpcMessage, type PrimaryIpcMessage } from './messages.js';
+import { DELIVER, ROUTE_REQUEST, ROUTE_SEND, isDeliveryOutcome } from './messages.js';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 5_000;
 
@@ -24,11 +24,8 @@ export interface RouterDeps {
   endpointOf(workerId: number): WorkerEndpoint | undefined;
   maxEnvelopeBytes: number;
   forwarder?: PeerForwarder;
-}
-
-interface PendingDelivery {
-  resolve(reply: TargetReply | undefined): void;
-  endpoint: WorkerEndpoint;
+  /** Where the router answers its workers' requests (`primary.ipc.*`), given the worker that asked. */
+  answerWorkers(method: typeof ROUTE_SEND | typeof ROUTE_REQUEST, handler: (params: unknown, from: WorkerEndpoint) => unknown): void;
 }
 
 /**
@@ -37,19 +34,23 @@ interface PendingDelivery {
  * targets that do not answer in time (or exit first) are reported missing.
  */
 export class IpcRouter {
-  private nextDelivery = 1;
-  private readonly pending = new Map<number, PendingDelivery>();
-
   constructor(private readonly deps: RouterDeps) {
-    deps.channels.on(IPC_CHANNEL, (from, payload) => this.fromWorker(from, payload));
-    deps.channels.onDisconnect((endpoint) => {
-      for (const [id, delivery] of this.pending) {
-        if (delivery.endpoint === endpoint) {
-          this.pending.delete(id);
-          delivery.resolve(undefined);
-        }
-      }
+    // The parameters were checked by the protocol; the envelope is checked by `route`, with SPEC 5's errors.
+    deps.answerWorkers(ROUTE_SEND, (params, from) => {
+      void this.route((params as { envelope: unknown }).envelope, { origin: this.originOf(from), wantReplies: false }).catch(() => {});
     });
+    deps.answerWorkers(ROUTE_REQUEST, (params, from) => {
+      const { envelope, timeoutMs } = params as { envelope: unknown; timeoutMs: number };
+      return this.route(envelope, { origin: this.originOf(from), wantReplies: true, timeoutMs }).catch((error: unknown) => {
+        if (error instanceof IpcError) throw error;
+        this.deps.log.error({ err: error }, 'routing an envelope failed');
+        throw new IpcError('handler_failed', 'routing failed');
+      });
+    });
+  }
+
+  private originOf(from: WorkerEndpoint): EnvelopeMeta['origin'] {
+    return { server: this.deps.serverId, worker: from.workerId };
   }
 
   set forwarder(forwarder: PeerForwarder | undefined) {
@@ -102,31 +103,22 @@ export class IpcRouter {
     }
   }
 
-  private deliver(endpoint: WorkerEndpoint | undefined, workerId: number, envelope: DeliveredEnvelope, wantReply: boolean, timeoutMs: number): Promise<TargetReply | { missing: number }> {
-    if (!endpoint) return Promise.resolve({ missing: workerId });
+  /** A target that does not answer in time, or exits first, is missing. */
+  private async deliver(endpoint: WorkerEndpoint | undefined, workerId: number, envelope: DeliveredEnvelope, wantReply: boolean, timeoutMs: number): Promise<TargetReply | { missing: number }> {
+    if (!endpoint) return { missing: workerId };
     if (!wantReply) {
-      this.deps.channels.send(endpoint, IPC_CHANNEL, { kind: 'deliver', deliveryId: 0, envelope } satisfies PrimaryIpcMessage);
-      return Promise.resolve({ missing: workerId });
+      endpoint.rpc.notify(DELIVER, { envelope });
+      return { missing: workerId };
     }
-    const deliveryId = this.nextDelivery++;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(deliveryId);
-        resolve({ missing: workerId });
-      }, timeoutMs);
-      timer.unref();
-      this.pending.set(deliveryId, {
-        endpoint,
-        resolve: (reply) => {
-          clearTimeout(timer);
-          resolve(reply ?? { missing: workerId });
-        },
-      });
-      if (!this.deps.channels.send(endpoint, IPC_CHANNEL, { kind: 'deliver', deliveryId, envelope } satisfies PrimaryIpcMessage)) {
-        this.pending.get(deliveryId)?.resolve(undefined);
-        this.pending.delete(deliveryId);
-      }
-    });
+    let outcome: unknown;
+    try {
+      outcome = await endpoint.rpc.call(DELIVER, { envelope }, timeoutMs);
+    } catch {
+      return { missing: workerId };
+    }
+    if (isDeliveryOutcome(outcome)) return { server: this.deps.serverId, worker: workerId, ok: outcome.ok, result: outcome.result, error: outcome.error };
+    this.deps.channels.refuse(endpoint, 'ipc', 'malformed delivery outcome');
+    return { missing: workerId };
   }
 
   private async forward(envelope: DeliveredEnvelope, to: NonNullable<TargetPlan['forward']>, wantReplies: boolean, timeoutMs: number): Promise<Omit<RequestResult, 'id'>> {
@@ -134,32 +126,6 @@ export class IpcRouter {
     if (forwarder) return forwarder.forward({ ...envelope, meta: { ...envelope.meta, hops: envelope.meta.hops + 1 } }, to, wantReplies, timeoutMs);
     // Without a mesh, servers named explicitly cannot be reached: say so instead of dropping them silently.
     return { replies: [], missing: (to.servers ?? []).map((server) => ({ server })) };
-  }
-
-  private fromWorker(from: WorkerEndpoint, payload: unknown): void {
-    if (!isWorkerIpcMessage(payload)) {
-      this.deps.channels.refuse(from, 'ipc', 'malformed ipc message');
-      return;
-    }
-    if (payload.kind === 'result') {
-      const delivery = this.pending.get(payload.deliveryId);
-      if (!delivery || delivery.endpoint !== from) return;
-      this.pending.delete(payload.deliveryId);
-      delivery.resolve({ server: this.deps.serverId, worker: from.workerId, ok: payload.ok, result: payload.result, error: payload.error });
-      return;
-    }
-    const origin = { server: this.deps.serverId, worker: from.workerId };
-    this.route(payload.envelope, { origin, wantReplies: payload.requestId !== undefined, timeoutMs: payload.timeoutMs }).then(
-      (result) => {
-        if (payload.requestId !== undefined) this.deps.channels.send(from, IPC_CHANNEL, { kind: 'replies', requestId: payload.requestId, ok: true, result } satisfies PrimaryIpcMessage);
-      },
-      (error: unknown) => {
-        if (payload.requestId === undefined) return;
-        const failure = error instanceof IpcError ? { code: error.code, message: error.message, field: error.field } : { code: 'handler_failed', message: 'routing failed' };
-        if (!(error instanceof IpcError)) this.deps.log.error({ err: error }, 'routing an envelope failed');
-        this.deps.channels.send(from, IPC_CHANNEL, { kind: 'replies', requestId: payload.requestId, ok: false, error: failure } satisfies PrimaryIpcMessage);
-      },
-    );
   }
 }
 

@@ -1,5 +1,6 @@
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import type { ChannelMessage } from './messages.js';
+import type { RpcCaller } from './rpc.js';
 
 /** One worker process as the primary's subsystems see it. */
 export interface WorkerEndpoint {
@@ -8,6 +9,8 @@ export interface WorkerEndpoint {
   /** False once the process is gone or its channel closed. */
   readonly connected: boolean;
   post(message: ChannelMessage): void;
+  /** Requests of this worker (`worker.*` in `src/runtime/protocol.ts`); they fail if it exits first. */
+  readonly rpc: RpcCaller;
 }
 
 type ChannelHandler = (from: WorkerEndpoint, payload: unknown) => void;

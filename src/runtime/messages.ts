@@ -57,6 +57,9 @@ export interface RpcReply {
   ok: boolean;
   result?: unknown;
   error?: string;
+  /** The error's code (e.g. an envelope error's), when it had one. */
+  code?: string;
+  field?: string;
 }
 
 export function isInternalMessage(message: unknown): message is { fp: string } {

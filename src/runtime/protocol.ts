@@ -14,7 +14,10 @@ const Method = Type.String({ minLength: 1, maxLength: 128 });
 const ChannelMessage = Type.Object({ fp: Type.Literal('ch'), channel: Type.String({ minLength: 1, maxLength: 64 }), payload: Type.Unknown() }, open);
 const RpcCall = Type.Object({ fp: Type.Literal('rpc'), id: Sequence, method: Method, params: Type.Optional(Type.Unknown()) }, open);
 const RpcReply = Type.Object(
-  { fp: Type.Literal('reply'), id: Sequence, ok: Type.Boolean(), result: Type.Optional(Type.Unknown()), error: Type.Optional(Type.String({ maxLength: 65_536 })) },
+  { fp: Type.Literal('reply'), id: Sequence, ok: Type.Boolean(), result: Type.Optional(Type.Unknown()), error: Type.Optional(Type.String({ maxLength: 65_536 })),
+    code: Type.Optional(Type.String({ maxLength: 64 })),
+    field: Type.Optional(Type.String({ maxLength: 256 })),
+  },
   open,
 );
 const shared = { ch: ChannelMessage, rpc: RpcCall, reply: RpcReply };
@@ -87,6 +90,10 @@ export const PRIMARY_METHODS = {
   'primary.mesh.peers': Nothing,
   'primary.auth.failure': Type.Unknown(),
   'primary.tls.https': Nothing,
+  // SPEC 5: a worker's envelope, routed by the primary; `request` gathers the replies, `send` (a notification) not.
+  // The envelope itself is checked by the router, with the errors SPEC 5 gives.
+  'primary.ipc.send': Type.Object({ envelope: Type.Unknown() }, open),
+  'primary.ipc.request': Type.Object({ envelope: Type.Unknown(), timeoutMs: Type.Integer({ minimum: 1, maximum: 120_000 }) }, open),
 } satisfies Record<string, TSchema>;
 
 /** The requests a worker answers its primary, with their parameters. */
@@ -97,6 +104,10 @@ export const WORKER_METHODS = {
   'worker.metrics': Nothing,
   // Checked by the HTTPS identity (`src/boot/tls.ts`).
   'worker.tls.https': Type.Unknown(),
+  // SPEC 5: an envelope the primary routed to this worker, answered with its handler's outcome.
+  'worker.ipc.deliver': Type.Object({ envelope: Type.Object({ method: Method, meta: Type.Object({}, open) }, open) }, open),
+  // SPEC 3.4: the organizations shed, pushed when the worker starts listening (`initial`) and at each change.
+  'worker.shed': Type.Object({ organizations: Type.Array(Type.String({ minLength: 1, maxLength: 128 })), initial: Type.Optional(Type.Boolean()) }, open),
 } satisfies Record<string, TSchema>;
 
 export type PrimaryMethod = keyof typeof PRIMARY_METHODS;

@@ -53,7 +53,7 @@ export class WorkerRuntime {
     private readonly events: ServerEmitter,
     private readonly post: (message: WorkerToPrimary) => void = (message) => process.send?.(message),
   ) {
-    this.rpc = new RpcChannel((message) => this.post(message), workerMethodChecks);
+    this.rpc = new RpcChannel((message) => this.post(message), workerMethodChecks, (reason) => this.refused.warn(this.log, { reason }, 'refused a malformed message from the primary'));
     // The primary's cordon or drain of this worker, announced here once applied (the primary announces its own).
     this.rpc.handle('worker.cordon', (params) => this.announced('cordon', params, (value) => this.cordon(value)));
     this.rpc.handle('worker.drain', (params) => this.announced('drain', params, (value) => this.drain(value)));

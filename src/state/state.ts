@@ -2,7 +2,7 @@ import type { Logger } from '../logging/logger.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
-import type { PrimaryChannels, WorkerEndpoint } from '../runtime/channels.js';
+import type { PrimaryChannels } from '../runtime/channels.js';
 import type { ServerStatus, WorkerStatus } from '../runtime/status.js';
 import type { ServerEmitter } from '../runtime/events.js';
 import { IpcError } from '../ipc/envelope.js';
@@ -10,15 +10,10 @@ import type { Store } from '../db/types.js';
 import { saveInventorySection, type InventorySaveResult } from '../inventory/servers.js';
 import { assertHostControlAllowed, runHostCommand } from './host-control.js';
 
-export const STATE_CHANNEL = 'state';
 /** How long a shed change waits for the workers to confirm it; a worker that does not is left behind. */
 const SHED_ACK_TIMEOUT_MS = 2_000;
-
-interface ShedWaiter {
-  seq: number;
-  pending: Set<WorkerEndpoint>;
-  done: () => void;
-}
+/** The primary's shed list, pushed to a worker (declared in `src/runtime/protocol.ts`). */
+const SHED_METHOD = 'worker.shed';
 
 export interface WorkerStateTarget {
   /** In the primary: the worker number to act on (default: every worker). */
@@ -50,38 +45,26 @@ export class ServerState {
   private shedOrganizations = new Set<string>();
   private readonly shedListeners: Array<(organizations: ReadonlySet<string>) => void> = [];
   private masterSection: (() => Record<string, unknown>) | undefined;
-  private shedSeq = 0;
-  private readonly shedWaiters = new Set<ShedWaiter>();
 
   constructor(
     private readonly host: StateHost,
     private readonly channels?: PrimaryChannels,
   ) {
-    if (channels) {
-      // A worker gets the current list as soon as it listens; every change after that is confirmed by each
-      // worker (see `pushShed`).
-      channels.onConnect((endpoint) => channels.send(endpoint, STATE_CHANNEL, { shed: [...this.shedOrganizations] }));
-      channels.on(STATE_CHANNEL, (from, payload) => {
-        const { ack } = (payload ?? {}) as { ack?: unknown };
-        if (typeof ack === 'number') this.settleShed(from, (waiter) => waiter.seq <= ack);
-      });
-      channels.onDisconnect((endpoint) => this.settleShed(endpoint, () => true));
-    }
+    // A worker is told the current list as soon as it listens; every change after that is confirmed by each
+    // worker (see `pushShed`).
+    channels?.onConnect((endpoint) => endpoint.rpc.notify(SHED_METHOD, { organizations: [...this.shedOrganizations], initial: true }));
     const worker = host.workerRuntime;
     if (worker) {
       let synced!: () => void;
       const firstList = new Promise<void>((resolve) => (synced = resolve));
-      worker.onChannel(STATE_CHANNEL, (payload) => {
-        const { shed, seq } = (payload ?? {}) as { shed?: unknown; seq?: unknown };
-        if (Array.isArray(shed)) {
-          this.replaceShed(shed.filter((id): id is string => typeof id === 'string'));
-          synced();
-        }
-        if (typeof seq !== 'number') return;
-        worker.sendChannel(STATE_CHANNEL, { ack: seq });
+      worker.rpc.handle(SHED_METHOD, (params) => {
+        const { organizations, initial } = params as { organizations: string[]; initial?: boolean };
+        this.replaceShed(organizations);
+        synced();
         // A change (the first list is none): a forked worker tells its own listeners. In single-process mode
         // the primary, the same process, announced it.
-        if (!channels) this.announceShed();
+        if (!initial && !channels) this.announceShed();
+        return true;
       });
       // Not ready (no connections) before it knows which organizations are shed.
       worker.beforeReady(() => firstList);
@@ -173,38 +156,13 @@ export class ServerState {
     this.host.events?.emitSafe('shed', { organizations: organizations.length > 0 ? organizations : false });
   }
 
-  private pushShed(organizations: string[]): Promise<void> {
-    const channels = this.channels;
-    const endpoints = channels?.endpoints() ?? [];
-    if (!channels || endpoints.length === 0) return Promise.resolve();
-    const seq = ++this.shedSeq;
-    return new Promise((resolve) => {
-      const waiter: ShedWaiter = {
-        seq,
-        pending: new Set(endpoints),
-        done: () => {
-          clearTimeout(timer);
-          this.shedWaiters.delete(waiter);
-          resolve();
-        },
-      };
-      const timer = setTimeout(() => {
-        this.host.log.warn({ workers: [...waiter.pending].map((endpoint) => endpoint.workerId) }, 'workers did not confirm the shed list in time');
-        waiter.done();
-      }, SHED_ACK_TIMEOUT_MS);
-      timer.unref();
-      this.shedWaiters.add(waiter);
-      for (const endpoint of endpoints) if (!channels.send(endpoint, STATE_CHANNEL, { shed: organizations, seq })) waiter.pending.delete(endpoint);
-      if (waiter.pending.size === 0) waiter.done();
-    });
-  }
-
-  /** `endpoint` confirmed (or can no longer confirm) the shed changes `covers` selects. */
-  private settleShed(endpoint: WorkerEndpoint, covers: (waiter: ShedWaiter) => boolean): void {
-    for (const waiter of [...this.shedWaiters]) {
-      if (!covers(waiter) || !waiter.pending.delete(endpoint)) continue;
-      if (waiter.pending.size === 0) waiter.done();
-    }
+  private async pushShed(organizations: string[]): Promise<void> {
+    const endpoints = this.channels?.endpoints() ?? [];
+    if (endpoints.length === 0) return;
+    const confirmed = await Promise.allSettled(endpoints.map((endpoint) => endpoint.rpc.call(SHED_METHOD, { organizations }, SHED_ACK_TIMEOUT_MS)));
+    // A worker that exited meanwhile serves nobody; one still there that did not confirm is told of.
+    const late = endpoints.filter((endpoint, index) => confirmed[index].status === 'rejected' && endpoint.connected);
+    if (late.length > 0) this.host.log.warn({ workers: late.map((endpoint) => endpoint.workerId) }, 'workers did not confirm the shed list in time');
   }
 
   /**

@@ -79,3 +79,13 @@ export class FakeClock implements Clock {
 
 /** Lets every queued promise callback run (one macrotask turn). */
 export const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Real timers that are unref'd by design (a request's timeout) do not hold the test process open: this does, while `promise` is due. */
+export async function keptAlive<T>(promise: Promise<T>): Promise<T> {
+  const hold = setInterval(() => {}, 1_000);
+  try {
+    return await promise;
+  } finally {
+    clearInterval(hold);
+  }
+}

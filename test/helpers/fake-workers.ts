@@ -131,6 +131,7 @@ export type FakeRecord = WorkerRecord & { worker: FakeWorker; settleReady(ready:
  */
 export function fakeRecord(slot: number, fields: Partial<Pick<WorkerRecord, 'status' | 'readyAt' | 'lastBeatAt' | 'retiring' | 'replacing'>> = {}, pid = 100 + slot): FakeRecord {
   const worker = new FakeWorker(pid);
+  const rpc = new RpcChannel((message) => worker.send(message));
   let markReady: (ready: boolean) => void = () => {};
   const record = {
     slot,
@@ -144,8 +145,8 @@ export function fakeRecord(slot: number, fields: Partial<Pick<WorkerRecord, 'sta
     handOffs: new Map(),
     ready: new Promise<boolean>((resolve) => (markReady = resolve)),
     exited: new Promise<void>((resolve) => worker.onExit(() => resolve())),
-    rpc: new RpcChannel((message) => worker.send(message)),
-    endpoint: { workerId: slot, pid, connected: true, post: () => {} },
+    rpc,
+    endpoint: { workerId: slot, pid, connected: true, post: () => {}, rpc },
     settleReady: (ready: boolean) => markReady(ready),
     ...fields,
   };

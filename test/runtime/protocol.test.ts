@@ -92,7 +92,7 @@ t.test('only declared methods can be handled: the method map is the protocol', a
 t.test('channel messages a receiver refuses, or for no channel, are told in at most five lines a minute', async (t) => {
   const lines: Array<{ fields: Record<string, unknown>; message: string }> = [];
   const channels = new PrimaryChannels({ warn: (fields, message) => void lines.push({ fields: fields as Record<string, unknown>, message }) });
-  const endpoint: WorkerEndpoint = { workerId: 2, pid: 1234, connected: true, post: () => undefined };
+  const endpoint: WorkerEndpoint = { workerId: 2, pid: 1234, connected: true, post: () => undefined, rpc: new RpcChannel(() => undefined) };
   channels.connected(endpoint);
   channels.receive(endpoint, { fp: 'ch', channel: 'channels.ready', payload: null });
   const heard: unknown[] = [];

@@ -1,6 +1,9 @@
 import t from 'tap';
-import { settle } from '../helpers/fake-clock.js';
-import { RpcChannel } from '../../src/runtime/rpc.js';
+import { keptAlive, settle } from '../helpers/fake-clock.js';
+import { Type } from '@sinclair/typebox';
+import { RpcChannel, RpcRemoteError } from '../../src/runtime/rpc.js';
+import { lazyCheck } from '../../src/schema/lazy-check.js';
+import { IpcError } from '../../src/ipc/envelope.js';
 import type { RpcCall, RpcReply } from '../../src/runtime/messages.js';
 
 /**
@@ -18,16 +21,6 @@ function pair() {
   const primary: RpcChannel = new RpcChannel(send(() => worker));
   const worker: RpcChannel = new RpcChannel(send(() => primary));
   return { primary, worker, wire };
-}
-
-/** The channel's timers are unref'd by design; hold the test process open while waiting for one to fire. */
-async function keptAlive<T>(promise: Promise<T>): Promise<T> {
-  const hold = setInterval(() => {}, 1_000);
-  try {
-    return await promise;
-  } finally {
-    clearInterval(hold);
-  }
 }
 
 t.test('a call reaches the handler on the other side and resolves with its result', async (t) => {
@@ -132,4 +125,58 @@ t.test('a reply that cannot be posted back is dropped without failing the receiv
   });
   await t.resolves(channel.receive({ fp: 'rpc', id: 1, method: 'ping', params: 'hello' }));
   t.same(calls, ['hello'], 'the handler ran');
+});
+
+t.test('a notification runs its handler and is never answered, even when the handler fails', async (t) => {
+  const { primary, worker, wire } = pair();
+  const heard: unknown[] = [];
+  worker.handle('told', (params) => {
+    heard.push(params);
+    if ((params as { fail?: boolean }).fail) throw new Error('handler failed');
+    return 'ignored';
+  });
+  primary.notify('told', { n: 1 });
+  primary.notify('told', { n: 2, fail: true });
+  while (heard.length < 2) await settle();
+  await settle();
+  t.same(heard, [{ n: 1 }, { n: 2, fail: true }]);
+  t.same(
+    wire.sent.map((message) => message.fp),
+    ['rpc', 'rpc'],
+    'no reply crossed the wire',
+  );
+});
+
+t.test('a notification the other side refuses (unknown method, parameters) is told to its refusal callback, not answered', async (t) => {
+  const refused: string[] = [];
+  const posted: Array<RpcCall | RpcReply> = [];
+  const methods = new Map([['count', lazyCheck(Type.Object({ n: Type.Integer() }))]]);
+  const channel = new RpcChannel((message) => posted.push(message), methods, (reason) => refused.push(reason));
+  let handled = 0;
+  channel.handle('count', () => ++handled);
+  await channel.receive({ fp: 'rpc', id: 0, method: 'count', params: { n: 'one' } });
+  await channel.receive({ fp: 'rpc', id: 0, method: 'nobody' });
+  await channel.receive({ fp: 'rpc', id: 0, method: 'count', params: { n: 1 } });
+  t.equal(handled, 1, 'only the well-formed notification ran');
+  t.match(refused, [/count: parameters refused: \/n/, /unknown method "nobody"/]);
+  t.same(posted, [], 'nothing was answered');
+  // A request refused the same way is answered with the reason, not told to the callback.
+  await channel.receive({ fp: 'rpc', id: 7, method: 'count', params: { n: 'one' } });
+  t.match(posted, [{ fp: 'reply', id: 7, ok: false, error: /parameters refused/ }]);
+  t.equal(refused.length, 2);
+});
+
+t.test("a handler's error code and field reach the caller", async (t) => {
+  const { primary, worker } = pair();
+  worker.handle('coded', () => {
+    throw new IpcError('bad_request', 'data must be a list', 'data');
+  });
+  worker.handle('plain', () => {
+    throw new Error('no code here');
+  });
+  const coded = await primary.call('coded').catch((error: unknown) => error);
+  t.ok(coded instanceof RpcRemoteError);
+  t.match(coded, { message: 'data must be a list', code: 'bad_request', field: 'data' });
+  const plain = await primary.call('plain').catch((error: unknown) => error);
+  t.match(plain, { message: 'no code here', code: undefined, field: undefined });
 });

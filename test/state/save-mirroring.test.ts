@@ -12,7 +12,7 @@ async function setup(t: Test, role: 'primary' | 'worker') {
   const config = loadConfig({ env: {}, object: { server: { cluster: 'c1' } } }).config;
   const mirrored: Array<{ serverId: string; clusterId: string; section: string; fields: Record<string, unknown> }> = [];
   const manager = { mirrorSave: (serverId: string, clusterId: string, section: string, fields: Record<string, unknown>) => void mirrored.push({ serverId, clusterId, section, fields }) };
-  const runtime = role === 'primary' ? { primaryRuntime: { status: 'ready' } as unknown as PrimaryRuntime } : { workerRuntime: { workerId: 2, status: 'ready', onChannel: () => undefined, beforeReady: () => undefined } as unknown as WorkerRuntime };
+  const runtime = role === 'primary' ? { primaryRuntime: { status: 'ready' } as unknown as PrimaryRuntime } : { workerRuntime: { workerId: 2, status: 'ready', rpc: { handle: () => undefined }, beforeReady: () => undefined } as unknown as WorkerRuntime };
   const state = new ServerState({ id: 's1', config, log: {} as Logger, status: 'ready', db: store, manager, ...runtime });
   return { store, state, mirrored };
 }

@@ -1,5 +1,6 @@
 import type { WorkerEndpoint } from '../../src/runtime/channels.js';
 import type { ChannelMessage } from '../../src/runtime/messages.js';
+import { RpcChannel } from '../../src/runtime/rpc.js';
 import type { Clock } from '../../src/runtime/clock.js';
 import { StorageAuthority, type AuthorityChannels } from '../../src/storage/authority.js';
 import type { ClusterStorage, StorageLog } from '../../src/storage/cluster-storage.js';
@@ -49,6 +50,8 @@ export class FakeWorker implements ReplicaRuntime {
         return worker.connected;
       },
       post: (message) => this.deliverToWorker(message as ChannelMessage),
+      // Storage speaks on its own channel only: no request of this worker is ever answered.
+      rpc: new RpcChannel(() => undefined),
     };
     this.replica = new StorageReplica(this, this.log, options);
   }

@@ -54,6 +54,8 @@ export class WorkerSpawner {
     const now = clock.now();
     let markReady: (ready: boolean) => void = () => {};
     let markExited: () => void = () => {};
+    // A notification a worker's code got wrong has no caller to answer: it is refused as malformed messages are.
+    const rpc = new RpcChannel((message) => worker.send(message), primaryMethodChecks, (reason) => this.deps.channels.refuse(record.endpoint, 'rpc', reason));
     const record: WorkerRecord = {
       slot,
       pid: worker.pid,
@@ -66,7 +68,7 @@ export class WorkerSpawner {
       handOffs: new Map(),
       ready: new Promise((resolve) => (markReady = resolve)),
       exited: new Promise((resolve) => (markExited = resolve)),
-      rpc: new RpcChannel((message) => worker.send(message), primaryMethodChecks),
+      rpc,
       endpoint: {
         workerId: slot,
         pid: worker.pid,
@@ -74,6 +76,7 @@ export class WorkerSpawner {
           return worker.isConnected();
         },
         post: (message) => worker.send(message),
+        rpc,
       },
     };
     this.deps.channels.connected(record.endpoint);
