@@ -14,7 +14,12 @@ const Method = Type.String({ minLength: 1, maxLength: 128 });
 const ChannelMessage = Type.Object({ fp: Type.Literal('ch'), channel: Type.String({ minLength: 1, maxLength: 64 }), payload: Type.Unknown() }, open);
 const RpcCall = Type.Object({ fp: Type.Literal('rpc'), id: Sequence, method: Method, params: Type.Optional(Type.Unknown()) }, open);
 const RpcReply = Type.Object(
-  { fp: Type.Literal('reply'), id: Sequence, ok: Type.Boolean(), result: Type.Optional(Type.Unknown()), error: Type.Optional(Type.String({ maxLength: 65_536 })),
+  {
+    fp: Type.Literal('reply'),
+    id: Sequence,
+    ok: Type.Boolean(),
+    result: Type.Optional(Type.Unknown()),
+    error: Type.Optional(Type.String({ maxLength: 65_536 })),
     code: Type.Optional(Type.String({ maxLength: 64 })),
     field: Type.Optional(Type.String({ maxLength: 256 })),
   },
@@ -72,6 +77,8 @@ export const refuseFromPrimary = (message: { fp: string }): string | undefined =
 /** No parameters (none sent, or null, are checked as `{}`: see `RpcChannel`). */
 const Nothing = Type.Object({}, open);
 const Toggle = Type.Object({ value: Type.Boolean() }, open);
+/** Shed organizations, as `shed` takes them: what the primary accepts, it can always push to its workers. */
+const OrganizationIds = Type.Array(Type.String({ minLength: 1, maxLength: 128 }));
 
 /** The requests a primary answers its workers, with their parameters. */
 export const PRIMARY_METHODS = {
@@ -82,7 +89,7 @@ export const PRIMARY_METHODS = {
   'primary.setNotReady': Nothing,
   'primary.resetCircuitBreaker': Nothing,
   'primary.recycleWorker': Type.Object({ pid: Type.Optional(Type.Integer({ minimum: 1 })) }, open),
-  'primary.shed': Type.Object({ organizations: Type.Array(Type.String()) }, open),
+  'primary.shed': Type.Object({ organizations: OrganizationIds }, open),
   'primary.workerState': Type.Object({ action: Type.Union([Type.Literal('cordon'), Type.Literal('drain')]), value: Type.Boolean() }, open),
   // Checked by their handlers, with the errors their callers are promised: the mesh message (`src/mesh/api.ts`),
   // the failure report (`src/auth/authorize.ts`).
@@ -107,7 +114,7 @@ export const WORKER_METHODS = {
   // SPEC 5: an envelope the primary routed to this worker, answered with its handler's outcome.
   'worker.ipc.deliver': Type.Object({ envelope: Type.Object({ method: Method, meta: Type.Object({}, open) }, open) }, open),
   // SPEC 3.4: the organizations shed, pushed when the worker starts listening (`initial`) and at each change.
-  'worker.shed': Type.Object({ organizations: Type.Array(Type.String({ minLength: 1, maxLength: 128 })), initial: Type.Optional(Type.Boolean()) }, open),
+  'worker.shed': Type.Object({ organizations: OrganizationIds, initial: Type.Optional(Type.Boolean()) }, open),
 } satisfies Record<string, TSchema>;
 
 export type PrimaryMethod = keyof typeof PRIMARY_METHODS;

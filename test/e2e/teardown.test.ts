@@ -73,7 +73,7 @@ t.test('a bail-out with a server running leaves no process behind', async (t) =>
   t.match(output, /Bail out! on purpose, with a server running/);
   const pids = reported('bails-out');
   t.ok(pids.length >= 2, `its server and worker were running (${pids.join(' ')})`, { output });
-  for (const pid of pids) t.notOk(isAlive(pid), `${pid} is gone`);
+  for (const pid of pids) t.notOk(running(pid), `${pid} is gone`);
   t.same(markedProcesses(run), [], 'no process of the run is left');
 });
 
