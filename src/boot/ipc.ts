@@ -76,7 +76,7 @@ export function primaryIpc(
   const { id, config, log } = identity;
   const handlers = new HandlerRegistry();
   const organizations = primaryOrganizationMap({
-    channels, clock: systemClock, graceMs: config.organizations.graceMs, log, events, forget: (organizationId) => authorize.directory.forgetOrganization(organizationId),
+    channels, answer: primary.answerWorkers, clock: systemClock, graceMs: config.organizations.graceMs, log, events, forget: (organizationId) => authorize.directory.forgetOrganization(organizationId),
   });
   const { tracker } = organizations;
 
@@ -106,7 +106,7 @@ export function primaryIpc(
       serves: (workerId, organizationId) => tracker.workersServing(organizationId).has(workerId),
     }),
     endpointOf: (workerId) => eligible().find((endpoint) => endpoint.workerId === workerId),
-    answerWorkers: (method, handler) => primary.handleWorkerRpc(method, (params, from) => handler(params, from.endpoint)),
+    answerWorkers: primary.answerWorkers,
   });
   // Single-process mode: the in-process worker answers deliveries to worker 0 with the same handlers.
   if (local) new IpcClient(local, handlers, config.ipc.maxEnvelopeBytes);

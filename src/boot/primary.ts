@@ -60,7 +60,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const primary = new PrimaryRuntime({ config: resolved, manager: managerConnection, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
   const host = new PrimaryFacade(primary, local);
   primary.handleWorkerRpc(FAILURE_REPORT_METHOD, (report) => data.authorize.reportedFailure(report));
-  const storage = new StorageAuthority(channels, log.child({ component: 'storage' }));
+  const storage = new StorageAuthority(channels, primary.answerWorkers, log.child({ component: 'storage' }));
   const ipc = primaryIpc({ identity, events, authorize: data.authorize }, primary, channels, local);
   const { automation, managed, local: localServers } = await openAutomationAndManager(identity, { ...data, secrets }, events, ipc.envelopes.request, managerConnection);
   if (managed.fleet) await bindParentKeys(identity, data);
@@ -211,10 +211,10 @@ async function inProcessWorker(identity: ServerIdentity, events: ServerEmitter, 
   // Loaded only here: a primary with workers never holds the worker runtime (nor its metrics library).
   const { WorkerRuntime } = await import('../runtime/worker.js');
   const toWorker = (message: PrimaryToWorker) => queueMicrotask(() => runtime.receive(message));
-  const rpc = new RpcChannel(toWorker, primaryMethodChecks);
-  const endpoint: WorkerEndpoint = { workerId: 0, pid: process.pid, connected: true, post: toWorker, rpc };
+  const rpc = new RpcChannel(toWorker, { methods: primaryMethodChecks });
+  const endpoint: WorkerEndpoint = { workerId: 0, pid: process.pid, connected: true, inProcess: true, rpc };
   const runtime = new WorkerRuntime(identity.config, 0, identity.log, events, (message) => {
-    if (message.fp === 'ch') queueMicrotask(() => channels.receive(endpoint, message));
+    if (message.fp === 'listening') queueMicrotask(() => channels.listening(endpoint));
     else if (message.fp === 'rpc' || message.fp === 'reply') queueMicrotask(() => void rpc.receive(message));
   });
   channels.connected(endpoint);

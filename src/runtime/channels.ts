@@ -1,5 +1,4 @@
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
-import type { ChannelMessage } from './messages.js';
 import type { RpcCaller } from './rpc.js';
 
 /** One worker process as the primary's subsystems see it. */
@@ -8,34 +7,33 @@ export interface WorkerEndpoint {
   readonly pid: number;
   /** False once the process is gone or its channel closed. */
   readonly connected: boolean;
-  post(message: ChannelMessage): void;
-  /** Requests of this worker (`worker.*` in `src/runtime/protocol.ts`); they fail if it exits first. */
+  /**
+   * The primary's own worker runtime (single-process mode): it serves with the primary's own storage and
+   * organization map, so their notifications are not for it.
+   */
+  readonly inProcess?: boolean;
+  /** Requests and notifications to this worker (`worker.*` in `src/runtime/protocol.ts`); requests fail if it exits first. */
   readonly rpc: RpcCaller;
 }
 
-type ChannelHandler = (from: WorkerEndpoint, payload: unknown) => void;
+/** Registers what the primary answers its workers for `method`; `from` is the asking worker. */
+export type AnswerWorkers = (method: string, handler: (params: unknown, from: WorkerEndpoint) => unknown) => void;
 
 /**
- * The channel a worker posts on once its message listener is installed, with every subsystem's handler
- * registered: from then on what the primary sends it is heard. Reserved by the channel layer.
- */
-export const CHANNELS_READY = 'channels.ready';
-
-/**
- * Named message streams between the primary and its workers, so subsystems (storage, IPC envelopes) share
- * one ordered channel per worker without knowing how processes are forked. Messages on one channel to one
- * worker arrive in the order they were sent.
+ * The primary's view of its workers' channels: which workers listen, and notifications to one or all of them.
+ * Requests and notifications both ways are the one protocol of `src/runtime/protocol.ts`, carried by each
+ * worker's `RpcChannel`; what arrives on one worker's channel arrives in the order it was sent.
  *
- * A started worker is not an endpoint until it reports its listener installed (`CHANNELS_READY`): a forked
- * process drops what arrives before that. Nothing is queued for it: `send` refuses (false) and `broadcast`
- * skips it, and subsystems that hold state push it from `onConnect`, which fires once the worker can hear it.
+ * A started worker is not an endpoint until it reports that it listens (`{ fp: 'listening' }`), every
+ * subsystem's handler registered: a forked process drops what arrives before that. Nothing is queued for it:
+ * `notify` refuses (false) and `broadcast` skips it, and subsystems that hold state push it from `onConnect`,
+ * which fires once the worker can hear it.
  */
 export class PrimaryChannels {
-  private readonly handlers = new Map<string, ChannelHandler>();
   private readonly refusals: RateLimitedWarnings | undefined;
   private readonly connectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
   private readonly disconnectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
-  /** Started, listener not installed yet. */
+  /** Started, not listening yet. */
   private readonly starting = new Set<WorkerEndpoint>();
   private readonly live = new Set<WorkerEndpoint>();
 
@@ -52,11 +50,6 @@ export class PrimaryChannels {
     if (this.log) this.refusals!.warn(this.log, { targetWorker: from.workerId, pid: from.pid, where, reason }, 'refused a malformed message from a worker');
   }
 
-  on(channel: string, handler: ChannelHandler): void {
-    if (channel === CHANNELS_READY) throw new TypeError(`channel "${CHANNELS_READY}" is reserved`);
-    this.handlers.set(channel, handler);
-  }
-
   /** `listener` hears each worker once it listens: the first moment anything sent to it arrives. */
   onConnect(listener: (endpoint: WorkerEndpoint) => void): void {
     this.connectListeners.push(listener);
@@ -70,24 +63,19 @@ export class PrimaryChannels {
     return [...this.live].filter((endpoint) => endpoint.connected);
   }
 
-  send(endpoint: WorkerEndpoint, channel: string, payload: unknown): boolean {
+  /** A notification to one listening worker; false when it does not listen (yet, or any more). */
+  notify(endpoint: WorkerEndpoint, method: string, params: unknown): boolean {
     if (!this.live.has(endpoint) || !endpoint.connected) return false;
-    try {
-      endpoint.post({ fp: 'ch', channel, payload });
-      return true;
-    } catch {
-      return false;
-    }
+    endpoint.rpc.notify(method, params);
+    return true;
   }
 
-  broadcast(channel: string, payload: unknown): void {
-    for (const endpoint of this.endpoints()) this.send(endpoint, channel, payload);
+  /** A notification to every listening worker process; the primary's own worker runtime is not one (see `inProcess`). */
+  broadcast(method: string, params: unknown): void {
+    for (const endpoint of this.endpoints()) if (!endpoint.inProcess) this.notify(endpoint, method, params);
   }
 
-  /**
-   * @internal the runtime reports each started worker process here, and its messages to `receive`; the
-   * worker counts as connected once it posts `CHANNELS_READY`.
-   */
+  /** @internal the runtime reports each started worker process here; it listens once it says so (`listening`). */
   connected(endpoint: WorkerEndpoint): void {
     if (!this.live.has(endpoint)) this.starting.add(endpoint);
   }
@@ -99,15 +87,8 @@ export class PrimaryChannels {
     for (const listener of this.disconnectListeners) listener(endpoint);
   }
 
-  /** @internal */
-  receive(from: WorkerEndpoint, message: ChannelMessage): void {
-    if (message.channel === CHANNELS_READY) return this.listening(from);
-    const handler = this.handlers.get(message.channel);
-    if (handler) handler(from, message.payload);
-    else this.refuse(from, `channel ${message.channel.slice(0, 64)}`, 'no such channel');
-  }
-
-  private listening(endpoint: WorkerEndpoint): void {
+  /** @internal the worker's `{ fp: 'listening' }`: its handlers are registered, what is sent to it is heard. */
+  listening(endpoint: WorkerEndpoint): void {
     if (!this.starting.delete(endpoint)) return;
     this.live.add(endpoint);
     for (const listener of this.connectListeners) listener(endpoint);

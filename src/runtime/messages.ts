@@ -8,6 +8,8 @@ import type { ResolvedConfig } from '../config/schema.js';
 export type WorkerToPrimary =
   /** A forked worker's first message: it asks for the resolved config (secrets included), never put in its environment. */
   | { fp: 'boot' }
+  /** Every subsystem's handler is registered: what the primary sends from now on is heard (see `PrimaryChannels`). */
+  | { fp: 'listening' }
   | { fp: 'ready' }
   /** The connection of hand-off `id` arrived: the primary may close its own copy. */
   | { fp: 'taken'; id: number }
@@ -15,7 +17,6 @@ export type WorkerToPrimary =
   | { fp: 'health'; rss: number; heapUsed: number; lagMs: number }
   /** The worker is shutting down; `signal` when a signal it received itself started that (not the primary). */
   | { fp: 'ack'; signal?: string }
-  | ChannelMessage
   | RpcCall
   | RpcReply;
 
@@ -24,7 +25,6 @@ export type PrimaryToWorker =
   | { fp: 'conn'; secure: boolean; id: number }
   | { fp: 'shutdown'; reason: string }
   | { fp: 'fleet'; ready: boolean }
-  | ChannelMessage
   | RpcCall
   | RpcReply;
 
@@ -35,13 +35,6 @@ export type PrimaryToWorker =
 export interface WorkerBoot {
   config: ResolvedConfig;
   manager: { organization_id: string | null; host: string | null; apiKey?: string };
-}
-
-/** A message of a named stream (storage, ipc envelopes...) that a subsystem registers on both sides. */
-export interface ChannelMessage {
-  fp: 'ch';
-  channel: string;
-  payload: unknown;
 }
 
 export interface RpcCall {

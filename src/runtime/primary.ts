@@ -8,6 +8,7 @@ import { PrimaryMetrics } from './primary-metrics.js';
 import { InProcessPool } from './in-process-pool.js';
 import type { FleetHealth, WorkerPool } from './pool.js';
 import type { RpcChannel } from './rpc.js';
+import type { AnswerWorkers } from './channels.js';
 import type { ServerStatus } from './status.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { ReadinessGrace } from './readiness-grace.js';
@@ -179,6 +180,9 @@ export class PrimaryRuntime {
   }
 
   private readonly workerRpc = new Map<string, (params: unknown, from: WorkerRecord) => unknown>();
+
+  /** `handleWorkerRpc` for subsystems that know a worker by its endpoint (storage, IPC, the organization map). */
+  readonly answerWorkers: AnswerWorkers = (method, handler) => this.handleWorkerRpc(method, (params, from) => handler(params, from.endpoint));
 
   private configureWorkerRpc(rpc: RpcChannel, record: WorkerRecord): void {
     for (const [method, handler] of this.workerRpc) rpc.handle(method, (params) => handler(params, record));

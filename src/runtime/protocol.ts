@@ -11,7 +11,6 @@ const open = { additionalProperties: true };
 const Sequence = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
 const Method = Type.String({ minLength: 1, maxLength: 128 });
 
-const ChannelMessage = Type.Object({ fp: Type.Literal('ch'), channel: Type.String({ minLength: 1, maxLength: 64 }), payload: Type.Unknown() }, open);
 const RpcCall = Type.Object({ fp: Type.Literal('rpc'), id: Sequence, method: Method, params: Type.Optional(Type.Unknown()) }, open);
 const RpcReply = Type.Object(
   {
@@ -25,13 +24,14 @@ const RpcReply = Type.Object(
   },
   open,
 );
-const shared = { ch: ChannelMessage, rpc: RpcCall, reply: RpcReply };
+const shared = { rpc: RpcCall, reply: RpcReply };
 const Bytes = Type.Number({ minimum: 0 });
 
 /** What a worker may send its primary, by `fp`. */
 const FROM_WORKER: Readonly<Record<string, TSchema>> = {
   ...shared,
   boot: Type.Object({ fp: Type.Literal('boot') }, open),
+  listening: Type.Object({ fp: Type.Literal('listening') }, open),
   ready: Type.Object({ fp: Type.Literal('ready') }, open),
   taken: Type.Object({ fp: Type.Literal('taken'), id: Sequence }, open),
   status: Type.Object({ fp: Type.Literal('status'), status: Type.Union(WORKER_STATUSES.map((status) => Type.Literal(status))) }, open),
@@ -79,6 +79,12 @@ const Nothing = Type.Object({}, open);
 const Toggle = Type.Object({ value: Type.Boolean() }, open);
 /** Shed organizations, as `shed` takes them: what the primary accepts, it can always push to its workers. */
 const OrganizationIds = Type.Array(Type.String({ minLength: 1, maxLength: 128 }));
+const OrganizationId = Type.String({ minLength: 1, maxLength: 128 });
+const Revision = Type.Integer({ minimum: 0 });
+// SPEC 4.2: a key's and a value's rules are checked by the storage itself (`checkKey`, `toStoredValue`), which
+// answers the precise storage error; here only the shape.
+const StorageKey = Type.String();
+const StorageValue = Type.Unknown();
 
 /** The requests a primary answers its workers, with their parameters. */
 export const PRIMARY_METHODS = {
@@ -101,6 +107,16 @@ export const PRIMARY_METHODS = {
   // The envelope itself is checked by the router, with the errors SPEC 5 gives.
   'primary.ipc.send': Type.Object({ envelope: Type.Unknown() }, open),
   'primary.ipc.request': Type.Object({ envelope: Type.Unknown(), timeoutMs: Type.Integer({ minimum: 1, maximum: 120_000 }) }, open),
+  // SPEC 4.2: a worker's write, answered with the revision its replica must reach before the write resolves; and
+  // the snapshot it asks for after a revision gap (sent as `worker.storage.snapshot` before the answer).
+  'primary.storage.write': Type.Union([
+    Type.Object({ op: Type.Literal('set'), key: StorageKey, value: StorageValue }),
+    Type.Object({ op: Type.Literal('delete'), key: StorageKey }),
+    Type.Object({ op: Type.Literal('clear') }),
+  ]),
+  'primary.storage.sync': Nothing,
+  // SPEC 5.5: a worker's report to the organization map (a request served, a WebSocket opened or closed).
+  'primary.organization': Type.Object({ kind: Type.Union([Type.Literal('touch'), Type.Literal('open'), Type.Literal('close')]), organization_id: OrganizationId }, open),
 } satisfies Record<string, TSchema>;
 
 /** The requests a worker answers its primary, with their parameters. */
@@ -115,6 +131,16 @@ export const WORKER_METHODS = {
   'worker.ipc.deliver': Type.Object({ envelope: Type.Object({ method: Method, meta: Type.Object({}, open) }, open) }, open),
   // SPEC 3.4: the organizations shed, pushed when the worker starts listening (`initial`) and at each change.
   'worker.shed': Type.Object({ organizations: OrganizationIds, initial: Type.Optional(Type.Boolean()) }, open),
+  // SPEC 4.2: the primary's entries, pushed when the worker starts listening and after a sync; then every
+  // mutation in revision order, on the same ordered channel.
+  'worker.storage.snapshot': Type.Object({ revision: Revision, entries: Type.Array(Type.Tuple([StorageKey, StorageValue])) }),
+  'worker.storage.mutation': Type.Union([
+    Type.Object({ kind: Type.Literal('set'), revision: Revision, key: StorageKey, value: StorageValue }),
+    Type.Object({ kind: Type.Literal('delete'), revision: Revision, key: StorageKey }),
+    Type.Object({ kind: Type.Literal('clear'), revision: Revision }),
+  ]),
+  // SPEC 5.5: an organization turned active or inactive in the primary's map.
+  'worker.organization': Type.Object({ kind: Type.Union([Type.Literal('active'), Type.Literal('inactive')]), organization_id: OrganizationId }, open),
 } satisfies Record<string, TSchema>;
 
 export type PrimaryMethod = keyof typeof PRIMARY_METHODS;

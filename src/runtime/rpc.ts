@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from './clock.js';
 import type { RpcCall, RpcReply } from './messages.js';
 import { firstError, type MethodChecks } from './protocol.js';
 
@@ -21,8 +22,35 @@ export class RpcRemoteError extends Error {
   }
 }
 
+/**
+ * A call that got no answer: none came in time (`rpc_timeout`), or the channel is closed or the other side
+ * exited (`rpc_closed`). A gathering caller counts the other side as missing.
+ */
+export class RpcUnanswered extends Error {
+  override readonly name = 'RpcUnanswered';
+  constructor(
+    message: string,
+    readonly code: 'rpc_timeout' | 'rpc_closed',
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The code of a request refused before its handler ran: an undeclared method, or parameters its declaration refuses. */
+export const RPC_REFUSED = 'rpc_refused';
+
 /** The id of a notification: nobody waits for it, so it is never answered. */
 const NOTIFICATION = 0;
+
+export interface RpcChannelOptions {
+  /** The methods this side declares (`src/runtime/protocol.ts`): only they are handled, their parameters checked. */
+  methods?: MethodChecks;
+  /** Told of a notification refused that way (no caller would hear of it). */
+  refused?: (reason: string) => void;
+  /** Times the calls' answers (a fake clock in unit tests). */
+  clock?: Clock;
+}
 
 /**
  * The one request/reply mechanism between a primary and its workers, over one IPC channel (either direction).
@@ -34,14 +62,21 @@ const NOTIFICATION = 0;
  */
 export class RpcChannel implements RpcCaller {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; cancel: () => void }>();
   private readonly handlers = new Map<string, RpcHandler>();
+
+  private readonly methods: MethodChecks | undefined;
+  private readonly refused: ((reason: string) => void) | undefined;
+  private readonly clock: Clock;
 
   constructor(
     private readonly post: (message: RpcCall | RpcReply) => void,
-    private readonly methods?: MethodChecks,
-    private readonly refused?: (reason: string) => void,
-  ) {}
+    options: RpcChannelOptions = {},
+  ) {
+    this.methods = options.methods;
+    this.refused = options.refused;
+    this.clock = options.clock ?? systemClock;
+  }
 
   handle(method: string, handler: RpcHandler): void {
     if (this.methods && !this.methods.has(method)) throw new Error(`RPC method "${method}" is not declared in the protocol`);
@@ -51,18 +86,17 @@ export class RpcChannel implements RpcCaller {
   call<T = unknown>(method: string, params?: unknown, timeoutMs = 5_000): Promise<T> {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const cancel = this.clock.setTimeout(() => {
         this.pending.delete(id);
-        reject(new Error(`${method}: no reply within ${timeoutMs} ms`));
+        reject(new RpcUnanswered(`${method}: no reply within ${timeoutMs} ms`, 'rpc_timeout'));
       }, timeoutMs);
-      timer.unref();
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, cancel });
       try {
         this.post({ fp: 'rpc', id, method, params });
       } catch (error) {
-        clearTimeout(timer);
+        cancel();
         this.pending.delete(id);
-        reject(new Error(`${method}: channel closed`, { cause: error }));
+        reject(new RpcUnanswered(`${method}: channel closed`, 'rpc_closed', { cause: error }));
       }
     });
   }
@@ -81,7 +115,7 @@ export class RpcChannel implements RpcCaller {
       const waiting = this.pending.get(message.id);
       if (!waiting) return;
       this.pending.delete(message.id);
-      clearTimeout(waiting.timer);
+      waiting.cancel();
       if (message.ok) waiting.resolve(message.result);
       else waiting.reject(new RpcRemoteError(message.error ?? 'remote error', message.code, message.field));
       return;
@@ -96,7 +130,7 @@ export class RpcChannel implements RpcCaller {
     }
     let reply: RpcReply;
     try {
-      if (refusal) throw new Error(refusal);
+      if (refusal) throw Object.assign(new Error(refusal), { code: RPC_REFUSED });
       reply = { fp: 'reply', id: message.id, ok: true, result: await this.handlers.get(message.method)!(message.params) };
     } catch (error) {
       reply = failure(message.id, error);
@@ -121,8 +155,8 @@ export class RpcChannel implements RpcCaller {
   /** Fail every call still waiting, e.g. when the other process exited. */
   closeAll(reason: string): void {
     for (const [id, waiting] of this.pending) {
-      clearTimeout(waiting.timer);
-      waiting.reject(new Error(reason));
+      waiting.cancel();
+      waiting.reject(new RpcUnanswered(reason, 'rpc_closed'));
       this.pending.delete(id);
     }
   }

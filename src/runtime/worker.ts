@@ -8,7 +8,6 @@ import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from '.
 import { RpcChannel } from './rpc.js';
 import { refuseFromPrimary, workerMethodChecks } from './protocol.js';
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
-import { CHANNELS_READY } from './channels.js';
 import type { ServerEmitter } from './events.js';
 import type { WorkerStatus } from './status.js';
 import { createWorkerRegistry } from './metrics.js';
@@ -34,7 +33,6 @@ export class WorkerRuntime {
   private fleetReady = true;
   private stopping: Promise<void> | undefined;
   private inProcess = false;
-  private readonly channelHandlers = new Map<string, (payload: unknown) => void>();
   private readonly readyGates: Array<() => Promise<void>> = [];
   private stopHeartbeat: () => void = () => {};
   private readonly shutdownHooks: ShutdownHook[] = [];
@@ -53,7 +51,10 @@ export class WorkerRuntime {
     private readonly events: ServerEmitter,
     private readonly post: (message: WorkerToPrimary) => void = (message) => process.send?.(message),
   ) {
-    this.rpc = new RpcChannel((message) => this.post(message), workerMethodChecks, (reason) => this.refused.warn(this.log, { reason }, 'refused a malformed message from the primary'));
+    this.rpc = new RpcChannel((message) => this.post(message), {
+      methods: workerMethodChecks,
+      refused: (reason) => this.refused.warn(this.log, { reason }, 'refused a malformed message from the primary'),
+    });
     // The primary's cordon or drain of this worker, announced here once applied (the primary announces its own).
     this.rpc.handle('worker.cordon', (params) => this.announced('cordon', params, (value) => this.cordon(value)));
     this.rpc.handle('worker.drain', (params) => this.announced('drain', params, (value) => this.drain(value)));
@@ -97,15 +98,6 @@ export class WorkerRuntime {
     this.stoppedHooks.push(hook);
   }
 
-  /** Handles the payloads of one named channel from the primary (see `PrimaryChannels`). */
-  onChannel(channel: string, handler: (payload: unknown) => void): void {
-    this.channelHandlers.set(channel, handler);
-  }
-
-  sendChannel(channel: string, payload: unknown): void {
-    this.post({ fp: 'ch', channel, payload });
-  }
-
   /** Work that must finish before this worker reports ready (e.g. the storage snapshot). */
   beforeReady(gate: () => Promise<void>): void {
     this.readyGates.push(gate);
@@ -114,13 +106,13 @@ export class WorkerRuntime {
   /**
    * Binds this process before the app is built. In a forked worker (`inProcess` false): messages from the
    * primary, signals, heartbeats, and exit at the end of shutdown; in single-process mode the primary owns
-   * all of that and calls `accept` and `receive` itself. Then tells the primary's channels that this worker
-   * listens (every subsystem registered its channel before), and runs the ready gates.
+   * all of that and calls `accept` and `receive` itself. Then tells the primary that this worker listens (every
+   * subsystem registered its handlers before), and runs the ready gates.
    */
   async bind(inProcess = false): Promise<void> {
     this.inProcess = inProcess;
     if (!inProcess) this.bindProcess();
-    this.sendChannel(CHANNELS_READY, null);
+    this.post({ fp: 'listening' });
     for (const gate of this.readyGates) await gate();
   }
 
@@ -246,9 +238,6 @@ export class WorkerRuntime {
         break;
       case 'fleet':
         this.fleetReady = internal.ready;
-        break;
-      case 'ch':
-        this.channelHandlers.get(internal.channel)?.(internal.payload);
         break;
       case 'rpc':
       case 'reply':

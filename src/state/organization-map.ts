@@ -1,23 +1,23 @@
-import { Type } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
 import type { Logger } from '../logging/logger.js';
-import type { PrimaryChannels } from '../runtime/channels.js';
+import type { AnswerWorkers, PrimaryChannels } from '../runtime/channels.js';
 import type { Clock } from '../runtime/clock.js';
 import type { ServerEmitter } from '../runtime/events.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
 import { OrganizationTracker, type OrganizationPresence } from './organizations.js';
 
 /**
- * The organization map's wire protocol (SPEC 5.5), on the channel `org`: a worker reports `touch` (a request
- * served), `open` and `close` (a WebSocket); the primary answers every worker with `active` and `inactive`.
- * Anything else on the channel is dropped at the receiving side.
+ * The organization map's part of the primary ⇄ worker protocol (SPEC 5.5; declared and checked in
+ * `src/runtime/protocol.ts`): a worker notifies `touch` (a request served), `open` and `close` (a WebSocket);
+ * the primary notifies every worker of `active` and `inactive`.
  */
-const ORG_CHANNEL = 'org';
-const WorkerReport = Type.Object({ kind: Type.Union([Type.Literal('touch'), Type.Literal('open'), Type.Literal('close')]), organization_id: Type.String({ minLength: 1, maxLength: 128 }) });
-const PrimaryNotice = Type.Object({ kind: Type.Union([Type.Literal('active'), Type.Literal('inactive')]), organization_id: Type.String() });
+const REPORT = 'primary.organization';
+const NOTICE = 'worker.organization';
+type Report = { kind: 'touch' | 'open' | 'close'; organization_id: string };
+type Notice = { kind: 'active' | 'inactive'; organization_id: string };
 
 export interface OrganizationMapDeps {
-  channels: PrimaryChannels;
+  channels: Pick<PrimaryChannels, 'broadcast' | 'onDisconnect'>;
+  answer: AnswerWorkers;
   clock: Clock;
   /** `organizations.graceMs`: how long an organization whose last WebSocket closed stays active. */
   graceMs: number;
@@ -39,17 +39,17 @@ export function primaryOrganizationMap(deps: OrganizationMapDeps): PrimaryOrgani
   const tracker = new OrganizationTracker(deps.clock, deps.graceMs, {
     active: (organization_id) => {
       events.emitSafe('organization.active', { organization_id });
-      channels.broadcast(ORG_CHANNEL, { kind: 'active', organization_id });
+      channels.broadcast(NOTICE, { kind: 'active', organization_id } satisfies Notice);
     },
     inactive: (organization_id) => {
       log.info({ organization: organization_id }, 'organization inactive');
       deps.forget(organization_id);
       events.emitSafe('organization.inactive', { organization_id });
-      channels.broadcast(ORG_CHANNEL, { kind: 'inactive', organization_id });
+      channels.broadcast(NOTICE, { kind: 'inactive', organization_id } satisfies Notice);
     },
   });
-  channels.on(ORG_CHANNEL, (from, payload) => {
-    if (!Value.Check(WorkerReport, payload)) return channels.refuse(from, 'org', 'malformed organization report');
+  deps.answer(REPORT, (params, from) => {
+    const payload = params as Report;
     if (payload.kind === 'touch') tracker.touch(payload.organization_id, from.workerId);
     else if (payload.kind === 'open') tracker.socketOpened(payload.organization_id, from.workerId);
     else tracker.socketClosed(payload.organization_id, from.workerId);
@@ -70,11 +70,11 @@ export function primaryOrganizationMap(deps: OrganizationMapDeps): PrimaryOrgani
  * A worker's side: each organization's first request is reported once (again after the primary said it went
  * inactive), every WebSocket open and close is; the primary's notices become this process's server events.
  */
-export function workerOrganizationReports(runtime: Pick<WorkerRuntime, 'sendChannel' | 'onChannel'>, deps: Pick<OrganizationMapDeps, 'events' | 'forget'>): OrganizationPresence {
+export function workerOrganizationReports(runtime: Pick<WorkerRuntime, 'rpc'>, deps: Pick<OrganizationMapDeps, 'events' | 'forget'>): OrganizationPresence {
   const seen = new Set<string>();
-  const report = (kind: 'touch' | 'open' | 'close', organization_id: string) => runtime.sendChannel(ORG_CHANNEL, { kind, organization_id });
-  runtime.onChannel(ORG_CHANNEL, (payload) => {
-    if (!Value.Check(PrimaryNotice, payload)) return;
+  const report = (kind: Report['kind'], organization_id: string) => runtime.rpc.notify(REPORT, { kind, organization_id } satisfies Report);
+  runtime.rpc.handle(NOTICE, (params) => {
+    const payload = params as Notice;
     if (payload.kind === 'inactive') {
       // Report again on the next request: the primary forgot the organization with its grace period.
       seen.delete(payload.organization_id);

@@ -1,16 +1,13 @@
-import type { WorkerEndpoint } from '../runtime/channels.js';
+import type { AnswerWorkers, WorkerEndpoint } from '../runtime/channels.js';
 import { ClusterStorage, type StorageLog } from './cluster-storage.js';
 import { StorageError } from './errors.js';
 import { checkKey, toStoredValue, type JsonValue } from './json-value.js';
-import { STORAGE_CHANNEL, isWorkerRequest, requestIdOf, type PrimaryMessage, type StorageMutation, type WorkerRequest } from './messages.js';
+import { STORAGE_METHODS, type StorageMutation, type StorageSnapshot, type StorageWrite, type WriteAnswer } from './messages.js';
 
 /** The part of `PrimaryChannels` the authority uses. */
 export interface AuthorityChannels {
-  on(channel: string, handler: (from: WorkerEndpoint, payload: unknown) => void): void;
-  send(endpoint: WorkerEndpoint, channel: string, payload: unknown): boolean;
+  notify(endpoint: WorkerEndpoint, method: string, params: unknown): boolean;
   onConnect(listener: (endpoint: WorkerEndpoint) => void): void;
-  /** Tells of a message refused, rate-limited. */
-  refuse(from: WorkerEndpoint, where: string, reason: string): void;
   onDisconnect(listener: (endpoint: WorkerEndpoint) => void): void;
 }
 
@@ -19,26 +16,11 @@ type MutationDraft =
   | { kind: 'delete'; key: string }
   | { kind: 'clear' };
 
-interface Outcome {
-  /** The authority's revision after the operation: the caller's replica must reach it before resolving. */
-  revision: number;
-  result: number | boolean;
-  /** The writer's copy of the mutation carried the answer; no separate reply is needed. */
-  answered: boolean;
-}
-
-/** The worker request a mutation answers, if it came from a worker. */
-interface Writer {
-  endpoint: WorkerEndpoint;
-  requestId: number;
-}
-
 /**
  * SPEC 4.2, primary side: the one copy that decides. Mutations — from workers in arrival order, from the
  * primary in call order — are applied one at a time, each numbered with the next revision and sent to every
- * synced worker; the writer's copy carries the answer to its request (a no-op gets a plain reply, sent after
- * every earlier mutation on the same ordered channel), so the writer's replica reflects the write when it
- * hears back.
+ * synced worker (`worker.storage.mutation`); a worker's write is answered after its mutation was sent on the
+ * same ordered channel, so the writer's replica reflects the write when it hears back.
  */
 export class StorageAuthority extends ClusterStorage {
   /** Workers that received a snapshot; only they get mutations, which follow that snapshot on their channel. */
@@ -48,12 +30,18 @@ export class StorageAuthority extends ClusterStorage {
 
   constructor(
     private readonly channels: AuthorityChannels,
+    answer: AnswerWorkers,
     log: StorageLog,
   ) {
     super(log);
-    channels.on(STORAGE_CHANNEL, (from, payload) => this.receive(from, payload));
-    // A worker gets its snapshot as soon as it listens, in order with the mutations: it never has to ask.
-    channels.onConnect((endpoint) => this.inOrder(() => this.subscribe(endpoint)));
+    // The parameters' shape is checked by the protocol before these run; keys and values here.
+    answer(STORAGE_METHODS.write, (params, from) => this.write(from, params as StorageWrite));
+    answer(STORAGE_METHODS.sync, (_params, from) => this.resubscribe(from));
+    // A worker gets its snapshot as soon as it listens, in order with the mutations: it never has to ask. The
+    // primary's own worker runtime (single-process mode) serves with this storage itself.
+    channels.onConnect((endpoint) => {
+      if (!endpoint.inProcess) this.inOrder(() => this.subscribe(endpoint));
+    });
     channels.onDisconnect((endpoint) => this.subscribers.delete(endpoint));
   }
 
@@ -74,7 +62,8 @@ export class StorageAuthority extends ClusterStorage {
 
   protected readable(): void {}
 
-  private commit(draft: MutationDraft): Promise<Outcome> {
+  /** Makes `draft` (here, or on the new primary during a hand-over) and answers with its result and revision. */
+  private commit(draft: MutationDraft): Promise<WriteAnswer> {
     return new Promise((resolve, reject) =>
       this.admit(
         draft,
@@ -85,7 +74,7 @@ export class StorageAuthority extends ClusterStorage {
             reject(error);
           }
         },
-        (made) => made.then((result) => resolve({ revision: this.revision, result, answered: false }), (error: Error) => reject(movedError(error))),
+        (made) => made.then((result) => resolve({ revision: this.revision, result }), (error: Error) => reject(movedError(error))),
       ),
     );
   }
@@ -168,91 +157,56 @@ export class StorageAuthority extends ClusterStorage {
     this.draining = false;
   }
 
-  private process(draft: MutationDraft, writer?: Writer): Outcome {
-    if (draft.kind === 'delete' && !this.entries.has(draft.key)) return { revision: this.revision, result: false, answered: false };
-    if (draft.kind === 'clear' && this.entries.size === 0) return { revision: this.revision, result: false, answered: false };
+  private process(draft: MutationDraft): WriteAnswer {
+    if (draft.kind === 'delete' && !this.entries.has(draft.key)) return { revision: this.revision, result: false };
+    if (draft.kind === 'clear' && this.entries.size === 0) return { revision: this.revision, result: false };
     const mutation = { ...draft, revision: this.revision + 1 } as StorageMutation;
     const applied = this.apply(mutation);
-    const message: PrimaryMessage = { type: 'mutation', mutation };
-    let answered = false;
-    for (const endpoint of this.subscribers) {
-      // The writer's copy doubles as the answer: one message fewer per write, and it cannot overtake the change.
-      if (endpoint === writer?.endpoint) answered = this.channels.send(endpoint, STORAGE_CHANNEL, { ...message, replyTo: writer.requestId });
-      else this.channels.send(endpoint, STORAGE_CHANNEL, message);
-    }
+    for (const endpoint of this.subscribers) this.channels.notify(endpoint, STORAGE_METHODS.mutation, mutation);
     this.emitApplied(applied);
-    return { revision: mutation.revision, result: draft.kind === 'set' ? mutation.revision : true, answered };
+    return { revision: mutation.revision, result: draft.kind === 'set' ? mutation.revision : true };
   }
 
-  private receive(from: WorkerEndpoint, payload: unknown): void {
-    // This runs in the primary's message handler: nothing a worker sends may throw out of it.
-    try {
-      if (!isWorkerRequest(payload)) {
-        this.channels.refuse(from, 'storage', 'malformed storage request');
-        const id = requestIdOf(payload);
-        if (id !== undefined) this.replyError(from, id, new StorageError('E_STORAGE_BAD_MESSAGE', 'malformed storage request'));
-        return;
-      }
-      this.serve(from, payload);
-    } catch (error) {
-      this.log.error({ err: error, worker: from.workerId }, 'storage request failed');
-      const id = requestIdOf(payload);
-      if (id !== undefined) this.replyError(from, id, error instanceof StorageError ? error : new StorageError('E_STORAGE_INTERNAL', 'storage request failed'));
-    }
-  }
-
-  private serve(from: WorkerEndpoint, request: WorkerRequest): void {
-    if (request.op === 'sync') {
-      this.inOrder(() => this.subscribe(from, request.id));
-      return;
-    }
+  /**
+   * A worker's write: its key and value checked here (a refusal answers the precise storage error), then made
+   * in order. The answer goes out after the mutation was sent to every synced worker, the writer included.
+   */
+  private write(from: WorkerEndpoint, request: StorageWrite): Promise<WriteAnswer> {
     let draft: MutationDraft;
     try {
-      draft = this.draftFrom(request);
+      draft = draftFrom(request);
     } catch (error) {
-      if (!(error instanceof StorageError)) throw error;
-      this.replyError(from, request.id, error);
-      return;
+      if (error instanceof StorageError) return Promise.reject(error);
+      this.log.error({ err: error, worker: from.workerId }, 'storage request failed');
+      return Promise.reject(new StorageError('E_STORAGE_INTERNAL', 'storage request failed'));
     }
-    this.admit(
-      draft,
-      () => {
-        const { revision, result, answered } = this.process(draft, { endpoint: from, requestId: request.id });
-        if (!answered) this.send(from, { type: 'reply', id: request.id, ok: true, revision, result });
-      },
-      (made) =>
-        made.then(
-          (result) => this.send(from, { type: 'reply', id: request.id, ok: true, revision: this.revision, result }),
-          (error: Error) => this.replyError(from, request.id, movedError(error)),
-        ),
-    );
+    return this.commit(draft);
+  }
+
+  /** A worker's replica found a revision gap: a new snapshot, sent before this answers, mutations after it. */
+  private resubscribe(endpoint: WorkerEndpoint): { revision: number } {
+    this.inOrder(() => this.subscribe(endpoint));
+    return { revision: this.revision };
   }
 
   /** Mutations after this snapshot follow it on the same ordered channel. */
-  private subscribe(endpoint: WorkerEndpoint, requestId?: number): void {
+  private subscribe(endpoint: WorkerEndpoint): void {
     this.subscribers.add(endpoint);
-    this.send(endpoint, { type: 'snapshot', ...(requestId === undefined ? {} : { id: requestId }), revision: this.revision, entries: [...this.entries] });
+    const snapshot: StorageSnapshot = { revision: this.revision, entries: [...this.entries] };
+    this.channels.notify(endpoint, STORAGE_METHODS.snapshot, snapshot);
   }
+}
 
-  private draftFrom(request: Exclude<WorkerRequest, { op: 'sync' }>): MutationDraft {
-    switch (request.op) {
-      case 'set':
-        checkKey(request.key);
-        return { kind: 'set', key: request.key, value: toStoredValue(request.value) };
-      case 'delete':
-        checkKey(request.key);
-        return { kind: 'delete', key: request.key };
-      case 'clear':
-        return { kind: 'clear' };
-    }
-  }
-
-  private replyError(to: WorkerEndpoint, id: number, error: StorageError): void {
-    this.send(to, { type: 'reply', id, ok: false, error: { code: error.code, message: error.message } });
-  }
-
-  private send(to: WorkerEndpoint, message: PrimaryMessage): void {
-    this.channels.send(to, STORAGE_CHANNEL, message);
+function draftFrom(request: StorageWrite): MutationDraft {
+  switch (request.op) {
+    case 'set':
+      checkKey(request.key);
+      return { kind: 'set', key: request.key, value: toStoredValue(request.value) };
+    case 'delete':
+      checkKey(request.key);
+      return { kind: 'delete', key: request.key };
+    case 'clear':
+      return { kind: 'clear' };
   }
 }
 

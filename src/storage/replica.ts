@@ -1,25 +1,20 @@
-import { systemClock, type Clock } from '../runtime/clock.js';
+import type { RpcChannel } from '../runtime/rpc.js';
+import { RpcRemoteError, RpcUnanswered } from '../runtime/rpc.js';
 import { ClusterStorage, type StorageLog } from './cluster-storage.js';
-import { StorageError } from './errors.js';
+import { STORAGE_ERROR_CODES, StorageError, type StorageErrorCode } from './errors.js';
 import { checkKey, freezeJson, toStoredValue, type JsonValue } from './json-value.js';
-import { STORAGE_CHANNEL, isPrimaryMessage, type PrimaryMessage, type StorageMutation, type WorkerRequest } from './messages.js';
+import { STORAGE_METHODS, type StorageMutation, type StorageSnapshot, type StorageWrite, type WriteAnswer } from './messages.js';
 
-/** The part of `WorkerRuntime` the replica uses. */
+/** The part of `WorkerRuntime` the replica uses: its channel to the primary, and its ready gates. */
 export interface ReplicaRuntime {
-  onChannel(channel: string, handler: (payload: unknown) => void): void;
-  sendChannel(channel: string, payload: unknown): void;
+  readonly rpc: Pick<RpcChannel, 'call' | 'handle'>;
   beforeReady(gate: () => Promise<void>): void;
 }
 
 export interface StorageReplicaOptions {
-  clock?: Clock;
   /** How long a request may wait for the primary's answer (default 30 s). */
   requestTimeoutMs?: number;
 }
-
-type Snapshot = Extract<PrimaryMessage, { type: 'snapshot' }>;
-
-type Answer = Exclude<PrimaryMessage, { type: 'mutation' }>;
 
 /**
  * SPEC 4.2, worker side: a copy of the primary's entries, loaded from the snapshot the primary pushes when
@@ -27,14 +22,11 @@ type Answer = Exclude<PrimaryMessage, { type: 'mutation' }>;
  * replica has applied the primary's revision at the time of the answer (read-your-writes).
  */
 export class StorageReplica extends ClusterStorage {
-  private nextRequestId = 1;
-  private readonly pending = new Map<number, { answer(message: Answer): void }>();
   private readonly revisionWaiters: Array<{ revision: number; resume: () => void }> = [];
   private loaded = false;
   private firstLoaded!: () => void;
   private resyncing = false;
   private readonly firstSnapshot: Promise<void>;
-  private readonly clock: Clock;
   private readonly requestTimeoutMs: number;
 
   constructor(
@@ -43,9 +35,10 @@ export class StorageReplica extends ClusterStorage {
     options: StorageReplicaOptions = {},
   ) {
     super(log);
-    this.clock = options.clock ?? systemClock;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
-    runtime.onChannel(STORAGE_CHANNEL, (payload) => this.receive(payload));
+    // The parameters' shape is checked by the protocol before these run.
+    runtime.rpc.handle(STORAGE_METHODS.snapshot, (params) => this.load(params as StorageSnapshot));
+    runtime.rpc.handle(STORAGE_METHODS.mutation, (params) => this.onMutation(params as StorageMutation));
     // The primary pushes the first snapshot once this worker listens; operations called before wait for it,
     // and the worker is not ready without it.
     this.firstSnapshot = new Promise<void>((resolve) => (this.firstLoaded = resolve));
@@ -74,80 +67,26 @@ export class StorageReplica extends ClusterStorage {
     return this.firstSnapshot;
   }
 
-  private sync(): Promise<void> {
-    return this.call({ op: 'sync' }, (message, done) => {
-      if (message.type !== 'snapshot') throw new StorageError('E_STORAGE_BAD_MESSAGE', 'the primary answered a sync without a snapshot');
-      this.load(message);
-      done(undefined);
-    });
+  /** A new snapshot: the primary sends it before it answers, and every later mutation after it. */
+  private async sync(): Promise<void> {
+    await this.call(STORAGE_METHODS.sync, {}, 'sync');
   }
 
-  private request(operation: { op: 'set'; key: string; value: JsonValue } | { op: 'delete'; key: string } | { op: 'clear' }): Promise<number | boolean> {
-    return this.call(operation, (message, done) => {
-      if (message.type !== 'reply') throw new StorageError('E_STORAGE_BAD_MESSAGE', 'the primary answered a write with a snapshot');
-      if (!message.ok) throw new StorageError(message.error.code, message.error.message);
-      // Every mutation up to `revision` was sent before this answer on the same ordered channel, so this
-      // resolves at once unless a resync dropped them; then it resolves when the snapshot arrives.
-      this.afterRevision(message.revision, () => done(message.result));
-    });
+  private async request(operation: StorageWrite): Promise<number | boolean> {
+    const { revision, result } = await this.call<WriteAnswer>(STORAGE_METHODS.write, operation, operation.op);
+    // Every mutation up to `revision` was sent before this answer on the same ordered channel, so this resolves
+    // at once unless a resync dropped them; then it resolves when the snapshot arrives.
+    await new Promise<void>((resume) => this.afterRevision(revision, resume));
+    return result;
   }
 
-  private call<T>(
-    operation: DistributiveOmit<WorkerRequest, 'id'>,
-    onAnswer: (message: Answer, done: (value: T) => void) => void,
-  ): Promise<T> {
-    const id = this.nextRequestId++;
-    return new Promise<T>((resolve, reject) => {
-      const cancelTimeout = this.clock.setTimeout(() => {
-        this.pending.delete(id);
-        reject(new StorageError('E_STORAGE_TIMEOUT', `the primary did not answer storage ${operation.op} within ${this.requestTimeoutMs} ms`));
-      }, this.requestTimeoutMs);
-      this.pending.set(id, {
-        answer: (message) => {
-          cancelTimeout();
-          try {
-            onAnswer(message, resolve);
-          } catch (error) {
-            reject(error);
-          }
-        },
-      });
-      try {
-        this.runtime.sendChannel(STORAGE_CHANNEL, { ...operation, id });
-      } catch (error) {
-        this.pending.delete(id);
-        cancelTimeout();
-        reject(new StorageError('E_STORAGE_UNAVAILABLE', 'cannot reach the primary', { cause: error }));
-      }
-    });
-  }
-
-  private receive(payload: unknown): void {
-    if (!isPrimaryMessage(payload)) {
-      this.log.error({}, 'malformed storage message from the primary');
-      return;
+  /** A request to the primary; what it answers or fails with is a storage error with the primary's code. */
+  private async call<T>(method: string, params: unknown, what: string): Promise<T> {
+    try {
+      return await this.runtime.rpc.call<T>(method, params, this.requestTimeoutMs);
+    } catch (error) {
+      throw storageErrorOf(error, what, this.requestTimeoutMs);
     }
-    if (payload.type === 'snapshot' && payload.id === undefined) {
-      this.load(payload);
-      return;
-    }
-    if (payload.type !== 'mutation') {
-      this.answer(payload);
-      return;
-    }
-    const { mutation, replyTo } = payload;
-    this.onMutation(mutation);
-    if (replyTo !== undefined) {
-      this.answer({ type: 'reply', id: replyTo, ok: true, revision: mutation.revision, result: mutation.kind === 'set' ? mutation.revision : true });
-    }
-  }
-
-  private answer(message: Answer): void {
-    if (message.id === undefined) return;
-    const request = this.pending.get(message.id);
-    if (!request) return;
-    this.pending.delete(message.id);
-    request.answer(message);
   }
 
   private onMutation(mutation: StorageMutation): void {
@@ -166,8 +105,8 @@ export class StorageReplica extends ClusterStorage {
 
   private resync(): void {
     this.resyncing = true;
-    this.sync().then(
-      () => (this.resyncing = false),
+    // The snapshot ends the resync when it arrives (`load`): mutations right behind it must not be dropped.
+    this.sync().catch(
       (error: unknown) => {
         // The next mutation finds the gap again and retries.
         this.resyncing = false;
@@ -176,7 +115,8 @@ export class StorageReplica extends ClusterStorage {
     );
   }
 
-  private load(snapshot: Snapshot): void {
+  private load(snapshot: StorageSnapshot): void {
+    this.resyncing = false;
     if (snapshot.revision < this.revision) return;
     const previous = this.loaded ? new Map(this.entries) : undefined;
     this.entries.clear();
@@ -212,4 +152,19 @@ export class StorageReplica extends ClusterStorage {
   }
 }
 
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+const STORAGE_CODES = new Set<string>(STORAGE_ERROR_CODES);
+
+/** The storage error a failed request to the primary comes to. */
+function storageErrorOf(error: unknown, what: string, timeoutMs: number): StorageError {
+  if (error instanceof RpcUnanswered) {
+    return error.code === 'rpc_timeout'
+      ? new StorageError('E_STORAGE_TIMEOUT', `the primary did not answer storage ${what} within ${timeoutMs} ms`)
+      : new StorageError('E_STORAGE_UNAVAILABLE', 'cannot reach the primary', { cause: error });
+  }
+  if (error instanceof RpcRemoteError) {
+    if (error.code !== undefined && STORAGE_CODES.has(error.code)) return new StorageError(error.code as StorageErrorCode, error.message);
+    // Refused by the protocol before the storage saw it: a request this side built wrong.
+    return new StorageError('E_STORAGE_BAD_MESSAGE', error.message);
+  }
+  return new StorageError('E_STORAGE_INTERNAL', `storage ${what} failed`, { cause: error });
+}

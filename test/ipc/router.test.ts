@@ -1,5 +1,5 @@
 import t from 'tap';
-import { PrimaryChannels, CHANNELS_READY, type WorkerEndpoint } from '../../src/runtime/channels.js';
+import { PrimaryChannels, type WorkerEndpoint } from '../../src/runtime/channels.js';
 import { RpcChannel } from '../../src/runtime/rpc.js';
 import { primaryMethodChecks, workerMethodChecks } from '../../src/runtime/protocol.js';
 import type { RpcCall, RpcReply } from '../../src/runtime/messages.js';
@@ -43,14 +43,14 @@ function cluster(count: number) {
       const copy = structuredClone(message);
       setImmediate(() => void to().receive(copy));
     };
-    const primaryEnd: RpcChannel = new RpcChannel(across(() => workerEnd), primaryMethodChecks);
-    const workerEnd: RpcChannel = new RpcChannel(across(() => primaryEnd), workerMethodChecks);
-    const endpoint: WorkerEndpoint = { workerId, pid: 1000 + workerId, connected: true, post: () => undefined, rpc: primaryEnd };
+    const primaryEnd: RpcChannel = new RpcChannel(across(() => workerEnd), { methods: primaryMethodChecks });
+    const workerEnd: RpcChannel = new RpcChannel(across(() => primaryEnd), { methods: workerMethodChecks });
+    const endpoint: WorkerEndpoint = { workerId, pid: 1000 + workerId, connected: true, rpc: primaryEnd };
     const handlers = new HandlerRegistry();
     const client = new IpcClient({ rpc: workerEnd } as ConstructorParameters<typeof IpcClient>[0], handlers, MAX_BYTES);
     workers.set(workerId, { endpoint, primaryEnd, workerEnd, handlers, client, wire });
     channels.connected(endpoint);
-    channels.receive(endpoint, { fp: 'ch', channel: CHANNELS_READY, payload: null });
+    channels.listening(endpoint);
   }
   const router = new IpcRouter({
     serverId: SERVER,

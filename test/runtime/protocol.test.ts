@@ -19,7 +19,7 @@ t.test('every message a worker sends is checked by its kind: well-formed ones pa
     { fp: 'health', rss: 1_000, heapUsed: 500, lagMs: 0 },
     { fp: 'ack' },
     { fp: 'ack', signal: 'SIGTERM' },
-    { fp: 'ch', channel: 'storage', payload: { anything: true } },
+    { fp: 'listening' },
     { fp: 'rpc', id: 1, method: 'primary.health' },
     { fp: 'reply', id: 1, ok: false, error: 'no' },
   ];
@@ -35,8 +35,7 @@ t.test('every message a worker sends is checked by its kind: well-formed ones pa
     [{ fp: 'taken', id: 'one' }, /\/id/],
     [{ fp: 'taken', id: 1.5 }, /\/id/],
     [{ fp: 'ack', signal: 12 }, /\/signal/],
-    [{ fp: 'ch', payload: 1 }, /\/channel/],
-    [{ fp: 'ch', channel: '', payload: 1 }, /\/channel/],
+    [{ fp: 'ch', channel: 'storage', payload: 1 }, /unknown kind "ch"/],
     [{ fp: 'rpc', id: 1 }, /\/method/],
     [{ fp: 'rpc', id: -1, method: 'primary.health' }, /\/id/],
     [{ fp: 'reply', id: 1, ok: 'yes' }, /\/ok/],
@@ -56,8 +55,8 @@ t.test('every message the primary sends is checked by its kind too', async (t) =
 /** Two channels back to back, as the two ends of a worker's IPC channel, each with the methods its side declares. */
 function pair() {
   const link = (to: () => RpcChannel) => (message: RpcCall | RpcReply) => setImmediate(() => void to().receive(structuredClone(message)));
-  const primary: RpcChannel = new RpcChannel(link(() => worker), primaryMethodChecks);
-  const worker: RpcChannel = new RpcChannel(link(() => primary), workerMethodChecks);
+  const primary: RpcChannel = new RpcChannel(link(() => worker), { methods: primaryMethodChecks });
+  const worker: RpcChannel = new RpcChannel(link(() => primary), { methods: workerMethodChecks });
   return { primary, worker };
 }
 
@@ -89,19 +88,28 @@ t.test('only declared methods can be handled: the method map is the protocol', a
   for (const method of Object.keys(WORKER_METHODS)) t.doesNotThrow(() => worker.handle(method, () => null), method);
 });
 
-t.test('channel messages a receiver refuses, or for no channel, are told in at most five lines a minute', async (t) => {
+t.test('refused messages from workers are told in at most five lines a minute; a worker that does not listen is notified nothing', async (t) => {
   const lines: Array<{ fields: Record<string, unknown>; message: string }> = [];
   const channels = new PrimaryChannels({ warn: (fields, message) => void lines.push({ fields: fields as Record<string, unknown>, message }) });
-  const endpoint: WorkerEndpoint = { workerId: 2, pid: 1234, connected: true, post: () => undefined, rpc: new RpcChannel(() => undefined) };
+  const notified: unknown[] = [];
+  const rpc = new RpcChannel((message) => void notified.push(message));
+  const endpoint: WorkerEndpoint = { workerId: 2, pid: 1234, connected: true, rpc };
+  const inProcess: WorkerEndpoint = { workerId: 0, pid: process.pid, connected: true, inProcess: true, rpc: new RpcChannel(() => t.fail('the in-process worker is notified nothing')) };
   channels.connected(endpoint);
-  channels.receive(endpoint, { fp: 'ch', channel: 'channels.ready', payload: null });
-  const heard: unknown[] = [];
-  channels.on('known', (_from, payload) => heard.push(payload));
-  channels.receive(endpoint, { fp: 'ch', channel: 'known', payload: 1 });
-  for (let i = 0; i < 50; i++) channels.receive(endpoint, { fp: 'ch', channel: `nobody-${i}`, payload: i });
-  t.same(heard, [1]);
+  t.equal(channels.notify(endpoint, 'worker.shed', { organizations: [] }), false, 'not yet listening: nothing sent');
+  channels.broadcast('worker.organization', { kind: 'active', organization_id: 'o' });
+  t.same(notified, []);
+  channels.listening(endpoint);
+  channels.connected(inProcess);
+  channels.listening(inProcess);
+  t.same(channels.endpoints(), [endpoint, inProcess]);
+  channels.broadcast('worker.organization', { kind: 'active', organization_id: 'o' });
+  t.match(notified, [{ fp: 'rpc', id: 0, method: 'worker.organization', params: { kind: 'active', organization_id: 'o' } }], "a broadcast reaches the listening worker process, not the primary's own runtime");
+  for (let i = 0; i < 50; i++) channels.refuse(endpoint, 'rpc', `unknown method "nobody-${i}"`);
   t.equal(lines.length, 5, 'five lines, the rest counted');
-  t.match(lines[0], { fields: { targetWorker: 2, pid: 1234, where: 'channel nobody-0', reason: 'no such channel' }, message: 'refused a malformed message from a worker' });
+  t.match(lines[0], { fields: { targetWorker: 2, pid: 1234, where: 'rpc', reason: 'unknown method "nobody-0"' }, message: 'refused a malformed message from a worker' });
+  channels.disconnected(endpoint);
+  t.equal(channels.notify(endpoint, 'worker.shed', { organizations: [] }), false, 'gone: nothing sent');
 });
 
 t.test('a worker refuses a malformed message from its primary: one line, nothing applied, a connection that came with it closed', async (t) => {

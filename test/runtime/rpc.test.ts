@@ -1,5 +1,5 @@
 import t from 'tap';
-import { keptAlive, settle } from '../helpers/fake-clock.js';
+import { FakeClock, keptAlive, settle } from '../helpers/fake-clock.js';
 import { Type } from '@sinclair/typebox';
 import { RpcChannel, RpcRemoteError } from '../../src/runtime/rpc.js';
 import { lazyCheck } from '../../src/schema/lazy-check.js';
@@ -55,7 +55,7 @@ t.test('concurrent calls are matched to their own replies', async (t) => {
 t.test('an unknown method answers with an error reply naming the method', async (t) => {
   const { primary, wire } = pair();
   await t.rejects(primary.call('nope'), { message: 'unknown method "nope"' });
-  t.match(wire.sent.at(-1), { fp: 'reply', ok: false, error: 'unknown method "nope"' });
+  t.match(wire.sent.at(-1), { fp: 'reply', ok: false, error: 'unknown method "nope"', code: 'rpc_refused' });
 });
 
 t.test('a throwing handler answers with an error reply carrying its message', async (t) => {
@@ -83,7 +83,25 @@ t.test('a handler failing with a non-Error value still answers with an error rep
 t.test('a call without a reply rejects with a timeout naming the method', async (t) => {
   const { primary, wire } = pair();
   wire.deliver = false;
-  await t.rejects(keptAlive(primary.call('slowMethod', undefined, 10)), { message: /^slowMethod: no reply within 10 ms$/ });
+  await t.rejects(keptAlive(primary.call('slowMethod', undefined, 10)), { message: /^slowMethod: no reply within 10 ms$/, code: 'rpc_timeout', name: 'RpcUnanswered' });
+});
+
+t.test("a call's answer is timed by the channel's clock: not a millisecond before its time, and no timer left", async (t) => {
+  const clock = new FakeClock();
+  const posted: unknown[] = [];
+  const channel = new RpcChannel((message) => void posted.push(message), { clock });
+  let settled: unknown;
+  const call = channel.call('slow', undefined, 1_000).catch((error: unknown) => (settled = error));
+  clock.advance(999);
+  await Promise.resolve();
+  t.equal(settled, undefined, 'still waiting 1 ms before the timeout');
+  clock.advance(1);
+  await call;
+  t.match(settled, { name: 'RpcUnanswered', code: 'rpc_timeout', message: 'slow: no reply within 1000 ms' });
+  const answered = channel.call('quick', undefined, 1_000);
+  await channel.receive({ fp: 'reply', id: (posted.at(-1) as RpcCall).id, ok: true, result: 7 });
+  t.equal(await answered, 7);
+  t.equal(clock.pending, 0, 'no timer left behind');
 });
 
 t.test('a reply arriving after the timeout is ignored and later calls still match their replies', async (t) => {
@@ -103,15 +121,15 @@ t.test('closeAll rejects every pending call with the reason', async (t) => {
   const first = primary.call('a');
   const second = primary.call('b');
   primary.closeAll('worker 2 exited');
-  await t.rejects(first, { message: 'worker 2 exited' });
-  await t.rejects(second, { message: 'worker 2 exited' });
+  await t.rejects(first, { message: 'worker 2 exited', code: 'rpc_closed' });
+  await t.rejects(second, { message: 'worker 2 exited', code: 'rpc_closed' });
 });
 
 t.test('a channel that cannot post rejects the call at once', async (t) => {
   const channel = new RpcChannel(() => {
     throw new Error('ERR_IPC_CHANNEL_CLOSED');
   });
-  await t.rejects(channel.call('ping'), { message: 'ping: channel closed', cause: { message: 'ERR_IPC_CHANNEL_CLOSED' } });
+  await t.rejects(channel.call('ping'), { message: 'ping: channel closed', code: 'rpc_closed', cause: { message: 'ERR_IPC_CHANNEL_CLOSED' } });
 });
 
 t.test('a reply that cannot be posted back is dropped without failing the receiver', async (t) => {
@@ -151,7 +169,7 @@ t.test('a notification the other side refuses (unknown method, parameters) is to
   const refused: string[] = [];
   const posted: Array<RpcCall | RpcReply> = [];
   const methods = new Map([['count', lazyCheck(Type.Object({ n: Type.Integer() }))]]);
-  const channel = new RpcChannel((message) => posted.push(message), methods, (reason) => refused.push(reason));
+  const channel = new RpcChannel((message) => posted.push(message), { methods, refused: (reason) => refused.push(reason) });
   let handled = 0;
   channel.handle('count', () => ++handled);
   await channel.receive({ fp: 'rpc', id: 0, method: 'count', params: { n: 'one' } });

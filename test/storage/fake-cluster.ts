@@ -1,5 +1,6 @@
-import type { WorkerEndpoint } from '../../src/runtime/channels.js';
-import type { ChannelMessage } from '../../src/runtime/messages.js';
+import type { AnswerWorkers, WorkerEndpoint } from '../../src/runtime/channels.js';
+import type { RpcCall, RpcReply } from '../../src/runtime/messages.js';
+import { primaryMethodChecks, workerMethodChecks } from '../../src/runtime/protocol.js';
 import { RpcChannel } from '../../src/runtime/rpc.js';
 import type { Clock } from '../../src/runtime/clock.js';
 import { StorageAuthority, type AuthorityChannels } from '../../src/storage/authority.js';
@@ -8,8 +9,10 @@ import { StorageReplica, type ReplicaRuntime } from '../../src/storage/replica.j
 import type { JsonValue } from '../../src/storage/json-value.js';
 import type { EventRecord } from './history.js';
 
-/** Copies a payload the way the JSON-serialized IPC channel does. */
-const overTheWire = (payload: unknown): unknown => (payload === undefined ? undefined : JSON.parse(JSON.stringify(payload)));
+type Message = RpcCall | RpcReply;
+
+/** Copies a message the way the JSON-serialized IPC channel does. */
+const overTheWire = <T>(message: T): T => JSON.parse(JSON.stringify(message)) as T;
 
 export class RecordingLog implements StorageLog {
   readonly warnings: Array<{ details: object; message: string }> = [];
@@ -23,47 +26,49 @@ export class RecordingLog implements StorageLog {
 }
 
 /**
- * One fake worker: a replica whose channel to the primary delivers asynchronously and in order, like IPC.
- * `toWorker` records every message the primary sent it; `dropNextToWorker` loses one (a fault to recover from).
+ * One fake worker: a replica and the primary's end of its channel, two `RpcChannel`s checked by the protocol
+ * whose messages arrive asynchronously and in order, like IPC. `toWorker` and `toPrimary` record every message
+ * sent each way; `dropNextToWorker` loses one (a fault to recover from).
  */
 export class FakeWorker implements ReplicaRuntime {
   readonly replica: StorageReplica;
-  readonly toWorker: unknown[] = [];
-  readonly toPrimary: unknown[] = [];
+  readonly toWorker: Message[] = [];
+  readonly toPrimary: Message[] = [];
   readonly log = new RecordingLog();
   dropNextToWorker = false;
   connected = true;
+  /** The worker's end: what the replica calls through and is notified on. */
+  readonly rpc: RpcChannel;
+  /** The primary's end, as the authority sees this worker. */
   readonly endpoint: WorkerEndpoint;
-  private channelHandler?: (payload: unknown) => void;
+  private readonly primaryEnd: RpcChannel;
   private readonly gates: Array<() => Promise<void>> = [];
 
   constructor(
     readonly workerId: number,
-    private readonly deliverToPrimary: (from: WorkerEndpoint, payload: unknown) => void,
+    private readonly cluster: FakeCluster,
     options: { clock?: Clock; requestTimeoutMs?: number } = {},
   ) {
     const worker = this;
+    this.rpc = new RpcChannel((message) => this.deliverToPrimary(message), {
+      methods: workerMethodChecks,
+      clock: options.clock,
+      refused: (reason) => this.log.warn({ reason }, 'refused a malformed message from the primary'),
+    });
+    this.primaryEnd = new RpcChannel((message) => this.deliverToWorker(message), {
+      methods: primaryMethodChecks,
+      refused: (reason) => cluster.log.warn({ worker: workerId, reason }, 'refused a malformed message from a worker'),
+    });
     this.endpoint = {
       workerId,
       pid: 1000 + workerId,
       get connected() {
         return worker.connected;
       },
-      post: (message) => this.deliverToWorker(message as ChannelMessage),
-      // Storage speaks on its own channel only: no request of this worker is ever answered.
-      rpc: new RpcChannel(() => undefined),
+      rpc: this.primaryEnd,
     };
+    for (const [method, handler] of cluster.answers) this.primaryEnd.handle(method, (params) => handler(params, this.endpoint));
     this.replica = new StorageReplica(this, this.log, options);
-  }
-
-  onChannel(_channel: string, handler: (payload: unknown) => void): void {
-    this.channelHandler = handler;
-  }
-
-  sendChannel(_channel: string, payload: unknown): void {
-    this.toPrimary.push(payload);
-    const copy = overTheWire(payload);
-    setImmediate(() => this.deliverToPrimary(this.endpoint, copy));
   }
 
   beforeReady(gate: () => Promise<void>): void {
@@ -75,19 +80,32 @@ export class FakeWorker implements ReplicaRuntime {
     for (const gate of this.gates) await gate();
   }
 
-  /** Hands the replica a message as if the primary had sent it. */
-  inject(payload: unknown): void {
-    this.channelHandler?.(overTheWire(payload));
+  /** Hands the replica a notification as if the primary had sent it. */
+  inject(method: string, params: unknown): void {
+    void this.rpc.receive(overTheWire({ fp: 'rpc', id: 0, method, params }));
   }
 
-  private deliverToWorker(message: ChannelMessage): void {
-    this.toWorker.push(message.payload);
+  /** A request of this worker's, as it arrives at the primary (`params` anything a worker's code could send, as is). */
+  callPrimary(id: number, method: string, params: unknown): void {
+    void this.primaryEnd.receive({ fp: 'rpc', id, method, params });
+  }
+
+  private deliverToPrimary(message: Message): void {
+    this.toPrimary.push(message);
+    const copy = overTheWire(message);
+    setImmediate(() => {
+      if (this.cluster.answering) void this.primaryEnd.receive(copy);
+    });
+  }
+
+  private deliverToWorker(message: Message): void {
+    this.toWorker.push(message);
     if (this.dropNextToWorker) {
       this.dropNextToWorker = false;
       return;
     }
-    const copy = overTheWire(message.payload);
-    setImmediate(() => this.channelHandler?.(copy));
+    const copy = overTheWire(message);
+    setImmediate(() => void this.rpc.receive(copy));
   }
 }
 
@@ -96,21 +114,21 @@ export class FakeCluster implements AuthorityChannels {
   readonly log = new RecordingLog();
   readonly authority: StorageAuthority;
   readonly workers: FakeWorker[] = [];
-  private handler?: (from: WorkerEndpoint, payload: unknown) => void;
+  /** What the primary answers its workers (the storage's methods). */
+  readonly answers = new Map<string, (params: unknown, from: WorkerEndpoint) => unknown>();
+  /** False: the primary stops answering (what workers send is lost). */
+  answering = true;
   private readonly connectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
   private readonly disconnectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
 
   constructor() {
-    this.authority = new StorageAuthority(this, this.log);
+    const answer: AnswerWorkers = (method, handler) => this.answers.set(method, handler);
+    this.authority = new StorageAuthority(this, answer, this.log);
   }
 
-  on(_channel: string, handler: (from: WorkerEndpoint, payload: unknown) => void): void {
-    this.handler = handler;
-  }
-
-  send(endpoint: WorkerEndpoint, channel: string, payload: unknown): boolean {
+  notify(endpoint: WorkerEndpoint, method: string, params: unknown): boolean {
     if (!endpoint.connected) return false;
-    endpoint.post({ fp: 'ch', channel, payload });
+    endpoint.rpc.notify(method, params);
     return true;
   }
 
@@ -122,17 +140,12 @@ export class FakeCluster implements AuthorityChannels {
     this.disconnectListeners.push(listener);
   }
 
-  /** Every refusal is recorded here (the real channels rate-limit the lines they write). */
-  refuse(from: WorkerEndpoint, where: string, reason: string): void {
-    this.log.warn({ worker: from.workerId, where, reason }, 'refused a malformed message from a worker');
-  }
-
   /**
-   * Starts a worker; `ready` false leaves it booting, its channel listener not yet installed, for the test
-   * to `listen` and run its ready gate.
+   * Starts a worker; `ready` false leaves it booting, not yet listening, for the test to `listen` and run its
+   * ready gate.
    */
   async addWorker(options: { ready?: boolean; clock?: Clock; requestTimeoutMs?: number } = {}): Promise<FakeWorker> {
-    const worker = new FakeWorker(this.workers.length + 1, (from, payload) => this.receive(from, payload), options);
+    const worker = new FakeWorker(this.workers.length + 1, this, options);
     this.workers.push(worker);
     if (options.ready ?? true) {
       this.listen(worker);
@@ -141,14 +154,9 @@ export class FakeCluster implements AuthorityChannels {
     return worker;
   }
 
-  /** The worker's listener is installed: what `PrimaryChannels` reports on `CHANNELS_READY`. */
+  /** The worker listens: what `PrimaryChannels` reports on its `{ fp: 'listening' }`. */
   listen(worker: FakeWorker): void {
     for (const listener of this.connectListeners) listener(worker.endpoint);
-  }
-
-  /** A payload arriving from `from`, exactly as the primary's message handler would pass it on. */
-  receive(from: WorkerEndpoint, payload: unknown): void {
-    this.handler?.(from, payload);
   }
 
   disconnect(worker: FakeWorker): void {

@@ -72,7 +72,11 @@ t.test("a worker's write resolves only after its own replica applied it", async 
   t.same(order, ['event in the writer', 'set resolved']);
   t.equal(writer.replica.revision, revision);
   t.equal(await writer.replica.get('a'), 1);
-  t.equal(writer.toWorker.length - receivedBefore, 1, "one message from the primary: the writer's copy of the change carries the answer");
+  t.same(
+    writer.toWorker.slice(receivedBefore).map((message) => (message.fp === 'rpc' ? message.method : `reply to ${message.id}`)),
+    ['worker.storage.mutation', `reply to ${writer.toPrimary.at(-1)!.id}`],
+    'from the primary: the change, then the answer behind it on the same channel',
+  );
 });
 
 t.test('a write made inside a listener is ordered after the event being delivered, in every process', async (t) => {

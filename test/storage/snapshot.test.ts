@@ -31,8 +31,8 @@ t.test('a replica ignores mutations at or below its snapshot revision, then foll
   await cluster.authority.set('a', 'current');
   const worker = await cluster.addWorker();
   const events = recordEvents(worker.replica, ['a']);
-  worker.inject({ type: 'mutation', mutation: { kind: 'set', revision: 1, key: 'a', value: 'stale' } });
-  worker.inject({ type: 'mutation', mutation: { kind: 'delete', revision: 0, key: 'a' } });
+  worker.inject('worker.storage.mutation', { kind: 'set', revision: 1, key: 'a', value: 'stale' });
+  worker.inject('worker.storage.mutation', { kind: 'delete', revision: 0, key: 'a' });
   await flush();
   t.equal(await worker.replica.get('a'), 'current');
   t.same(events, [], 'no event for what the snapshot already holds');
@@ -82,7 +82,7 @@ t.test('a request the primary never answers rejects with E_STORAGE_TIMEOUT', asy
   const clock = new FakeClock();
   const cluster = new FakeCluster();
   const worker = await cluster.addWorker({ clock, requestTimeoutMs: 1_000 });
-  cluster.on('storage', () => {}); // the primary stops answering
+  cluster.answering = false; // the primary stops answering
   const write = worker.replica.set('a', 1);
   await flush();
   clock.advance(999);

@@ -355,8 +355,8 @@ export class Fleet implements WorkerPool {
       case 'reply':
         void record.rpc.receive(message);
         break;
-      case 'ch':
-        this.deps.channels.receive(record.endpoint, message);
+      case 'listening':
+        this.deps.channels.listening(record.endpoint);
         break;
       case 'boot':
         // Answered by the spawner.

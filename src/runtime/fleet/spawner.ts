@@ -55,7 +55,7 @@ export class WorkerSpawner {
     let markReady: (ready: boolean) => void = () => {};
     let markExited: () => void = () => {};
     // A notification a worker's code got wrong has no caller to answer: it is refused as malformed messages are.
-    const rpc = new RpcChannel((message) => worker.send(message), primaryMethodChecks, (reason) => this.deps.channels.refuse(record.endpoint, 'rpc', reason));
+    const rpc = new RpcChannel((message) => worker.send(message), { methods: primaryMethodChecks, refused: (reason) => this.deps.channels.refuse(record.endpoint, 'rpc', reason) });
     const record: WorkerRecord = {
       slot,
       pid: worker.pid,
@@ -75,7 +75,6 @@ export class WorkerSpawner {
         get connected() {
           return worker.isConnected();
         },
-        post: (message) => worker.send(message),
         rpc,
       },
     };

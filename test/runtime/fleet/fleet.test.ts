@@ -1,5 +1,4 @@
 import t from 'tap';
-import { CHANNELS_READY } from '../../../src/runtime/channels.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { Fleet, GROUP_SIGNAL_SETTLE_MS } from '../../../src/runtime/fleet/fleet.js';
 import { PrimaryChannels } from '../../../src/runtime/channels.js';
@@ -59,7 +58,7 @@ t.test('start forks one worker per slot through the fork port, with the internal
   t.equal(boot?.config.workers.count, 3, 'a worker asking for its config gets it over IPC');
   t.same(boot?.manager, { organization_id: 'platform-org', host: 'https://parent.example' }, 'and the manager connection the primary resolved, so it reads no store for it');
   t.equal(channels.endpoints().length, 0, 'no channel endpoint before a worker reports its listener installed');
-  for (const worker of port.workers) worker.say({ fp: 'ch', channel: CHANNELS_READY, payload: null });
+  for (const worker of port.workers) worker.say({ fp: 'listening' });
   t.equal(channels.endpoints().length, 3, 'each forked worker is a channel endpoint once listening');
   t.equal(fleet.active, 0, 'none ready yet');
   t.throws(() => fleet.resize(4), /cannot change once the workers were forked/);
