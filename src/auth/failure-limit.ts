@@ -27,7 +27,7 @@ export interface FailureLedger {
 }
 
 /** The RPC a worker reports a failed authentication with to its primary's ledger. */
-export const FAILURE_REPORT_METHOD = 'primary.auth.failure';
+export const FAILURE_REPORT_METHOD = 'primary.auth.failure' as const;
 /** A worker's report of a failed authentication (an IPC message: checked where it is received). */
 export const FailureReport = Type.Object({ address: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false });
 export const failureReportCheck = lazyCheck(FailureReport);

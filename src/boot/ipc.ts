@@ -92,7 +92,6 @@ export function primaryIpc(
   const router = new IpcRouter({
     serverId: id,
     cluster: config.server.cluster,
-    channels,
     handlers,
     log,
     maxEnvelopeBytes: config.ipc.maxEnvelopeBytes,

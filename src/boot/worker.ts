@@ -29,7 +29,7 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const events = serverEvents(log);
   const runtime = new WorkerRuntime(resolved, workerId, log, events);
   // Failed authentications are counted by the primary, so a client address has one allowance per server.
-  const failureLedger = { fail: (address: string) => runtime.rpc.call<number>(FAILURE_REPORT_METHOD, { address }, 2_000) };
+  const failureLedger = { fail: (address: string) => runtime.rpc.call(FAILURE_REPORT_METHOD, { address }, 2_000) };
   const data = await openServerData(resolved, log, secrets, { sealAtStart: false, failureLedger });
   const host = new WorkerFacade(runtime, Number(env[INTERNAL_ENV.total]));
   const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));

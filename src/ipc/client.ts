@@ -30,7 +30,7 @@ export class IpcClient {
     const envelope = parseEnvelope(input, this.maxEnvelopeBytes);
     const budget = timeoutMs ?? envelope.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     // The primary answers within `budget`; the margin only guards against the primary itself going away.
-    return this.runtime.rpc.call<RequestResult>(ROUTE_REQUEST, { envelope, timeoutMs: budget }, budget + 5_000).catch((error: unknown) => {
+    return this.runtime.rpc.call(ROUTE_REQUEST, { envelope, timeoutMs: budget }, budget + 5_000).catch((error: unknown) => {
       if (!(error instanceof RpcRemoteError)) throw new IpcError('unavailable', 'the primary did not answer');
       throw new IpcError(isIpcErrorCode(error.code) ? error.code : 'handler_failed', error.message, error.field);
     });

@@ -1,5 +1,3 @@
-import { Type } from '@sinclair/typebox';
-import { lazyCheck } from '../schema/lazy-check.js';
 import type { TargetReply } from './handlers.js';
 
 /**
@@ -11,13 +9,5 @@ export const ROUTE_SEND = 'primary.ipc.send';
 export const ROUTE_REQUEST = 'primary.ipc.request';
 export const DELIVER = 'worker.ipc.deliver';
 
-/** A worker's answer to a delivery: checked, since a worker is another process. */
-const DeliveryOutcomeSchema = Type.Object({
-  ok: Type.Boolean(),
-  result: Type.Optional(Type.Unknown()),
-  error: Type.Optional(Type.Object({ code: Type.String({ maxLength: 64 }), message: Type.String() })),
-});
+/** A worker's answer to a delivery (checked where it arrives, as `WORKER_RESULTS` declares it). */
 export type DeliveryOutcome = Pick<TargetReply, 'ok' | 'result' | 'error'>;
-
-const outcomeCheck = lazyCheck(DeliveryOutcomeSchema);
-export const isDeliveryOutcome = (value: unknown): value is DeliveryOutcome => outcomeCheck.Check(value);

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logging/logger.js';
-import type { PrimaryChannels, WorkerEndpoint } from '../runtime/channels.js';
+import type { WorkerEndpoint } from '../runtime/channels.js';
 import { IpcError, parseEnvelope, type DeliveredEnvelope, type EnvelopeMeta, type IpcEnvelope } from './envelope.js';
 import { resolveTargets, type TargetPlan, type TargetView } from './targets.js';
 import type { HandlerRegistry, RequestResult, TargetReply } from './handlers.js';
-import { DELIVER, ROUTE_REQUEST, ROUTE_SEND, isDeliveryOutcome } from './messages.js';
+import { DELIVER, ROUTE_REQUEST, ROUTE_SEND } from './messages.js';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 5_000;
 
@@ -16,7 +16,6 @@ export interface PeerForwarder {
 export interface RouterDeps {
   serverId: string;
   cluster: string;
-  channels: PrimaryChannels;
   handlers: HandlerRegistry;
   log: Logger;
   /** Workers that take envelopes now. */
@@ -103,22 +102,22 @@ export class IpcRouter {
     }
   }
 
-  /** A target that does not answer in time, or exits first, is missing. */
+  /**
+   * A target that does not answer in time, exits first, or answers what is not an outcome (checked on arrival by
+   * the protocol, which tells the refusal in the primary's rate-limited line) is missing.
+   */
   private async deliver(endpoint: WorkerEndpoint | undefined, workerId: number, envelope: DeliveredEnvelope, wantReply: boolean, timeoutMs: number): Promise<TargetReply | { missing: number }> {
     if (!endpoint) return { missing: workerId };
     if (!wantReply) {
       endpoint.rpc.notify(DELIVER, { envelope });
       return { missing: workerId };
     }
-    let outcome: unknown;
     try {
-      outcome = await endpoint.rpc.call(DELIVER, { envelope }, timeoutMs);
+      const outcome = await endpoint.rpc.call(DELIVER, { envelope }, timeoutMs);
+      return { server: this.deps.serverId, worker: workerId, ok: outcome.ok, result: outcome.result, error: outcome.error };
     } catch {
       return { missing: workerId };
     }
-    if (isDeliveryOutcome(outcome)) return { server: this.deps.serverId, worker: workerId, ok: outcome.ok, result: outcome.result, error: outcome.error };
-    this.deps.channels.refuse(endpoint, 'ipc', 'malformed delivery outcome');
-    return { missing: workerId };
   }
 
   private async forward(envelope: DeliveredEnvelope, to: NonNullable<TargetPlan['forward']>, wantReplies: boolean, timeoutMs: number): Promise<Omit<RequestResult, 'id'>> {

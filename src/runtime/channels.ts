@@ -1,4 +1,5 @@
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
+import type { PrimaryMethod, WorkerApi, WorkerMethod } from './protocol.js';
 import type { RpcCaller } from './rpc.js';
 
 /** One worker process as the primary's subsystems see it. */
@@ -13,11 +14,11 @@ export interface WorkerEndpoint {
    */
   readonly inProcess?: boolean;
   /** Requests and notifications to this worker (`worker.*` in `src/runtime/protocol.ts`); requests fail if it exits first. */
-  readonly rpc: RpcCaller;
+  readonly rpc: RpcCaller<WorkerApi>;
 }
 
 /** Registers what the primary answers its workers for `method`; `from` is the asking worker. */
-export type AnswerWorkers = (method: string, handler: (params: unknown, from: WorkerEndpoint) => unknown) => void;
+export type AnswerWorkers = (method: PrimaryMethod, handler: (params: unknown, from: WorkerEndpoint) => unknown) => void;
 
 /**
  * The primary's view of its workers' channels: which workers listen, and notifications to one or all of them.
@@ -64,14 +65,14 @@ export class PrimaryChannels {
   }
 
   /** A notification to one listening worker; false when it does not listen (yet, or any more). */
-  notify(endpoint: WorkerEndpoint, method: string, params: unknown): boolean {
+  notify<M extends WorkerMethod>(endpoint: WorkerEndpoint, method: M, params: WorkerApi[M]['params']): boolean {
     if (!this.live.has(endpoint) || !endpoint.connected) return false;
     endpoint.rpc.notify(method, params);
     return true;
   }
 
   /** A notification to every listening worker process; the primary's own worker runtime is not one (see `inProcess`). */
-  broadcast(method: string, params: unknown): void {
+  broadcast<M extends WorkerMethod>(method: M, params: WorkerApi[M]['params']): void {
     for (const endpoint of this.endpoints()) if (!endpoint.inProcess) this.notify(endpoint, method, params);
   }
 

@@ -1,11 +1,11 @@
 import { EventEmitter } from 'node:events';
 import { SafeEmitter, type AnyEvents } from '../events/safe-emitter.js';
-import type { WorkerStatus } from './status.js';
+import type { RecycleReason, WorkerStatus } from './status.js';
 import type { Logger } from '../logging/logger.js';
 
 export { SafeEmitter };
 
-export type RecycleReason = 'maxAge' | 'rss' | 'wedged' | 'lag' | 'restart';
+export type { RecycleReason };
 
 /** SPEC 1.7: the typed events of the server object. */
 export interface ServerEvents {

@@ -1,6 +1,7 @@
 import { AggregatorRegistry, Registry, collectDefaultMetrics } from 'prom-client';
+import type { MetricsJson } from './protocol.js';
 
-export type MetricsJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
+export type { MetricsJson };
 
 /**
  * Gauges the default collectors name `*_total`, a suffix Prometheus keeps for counters. The same figures stay

@@ -9,6 +9,7 @@ import { InProcessPool } from './in-process-pool.js';
 import type { FleetHealth, WorkerPool } from './pool.js';
 import type { RpcChannel } from './rpc.js';
 import type { AnswerWorkers } from './channels.js';
+import type { PrimaryMethod } from './protocol.js';
 import type { ServerStatus } from './status.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { ReadinessGrace } from './readiness-grace.js';
@@ -174,12 +175,12 @@ export class PrimaryRuntime {
   }
 
   /** Calls workers may make of the primary, for subsystems composed on top of the runtime. */
-  handleWorkerRpc(method: string, handler: (params: unknown, from: WorkerRecord) => unknown): void {
+  handleWorkerRpc(method: PrimaryMethod, handler: (params: unknown, from: WorkerRecord) => unknown): void {
     this.workerRpc.set(method, handler);
     for (const record of this.pool.records) record.rpc.handle(method, (params) => handler(params, record));
   }
 
-  private readonly workerRpc = new Map<string, (params: unknown, from: WorkerRecord) => unknown>();
+  private readonly workerRpc = new Map<PrimaryMethod, (params: unknown, from: WorkerRecord) => unknown>();
 
   /** `handleWorkerRpc` for subsystems that know a worker by its endpoint (storage, IPC, the organization map). */
   readonly answerWorkers: AnswerWorkers = (method, handler) => this.handleWorkerRpc(method, (params, from) => handler(params, from.endpoint));

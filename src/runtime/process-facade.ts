@@ -134,7 +134,7 @@ export class WorkerFacade implements ProcessFacade {
   }
 
   async getFleetHealth(): Promise<FleetHealth> {
-    const reply = await this.worker.rpc.call<{ fleet: FleetHealth }>('primary.health');
+    const reply = await this.worker.rpc.call('primary.health');
     return reply.fleet;
   }
 
@@ -143,7 +143,7 @@ export class WorkerFacade implements ProcessFacade {
   }
 
   metricsText(): Promise<string> {
-    return this.worker.rpc.call<string>('primary.metrics', undefined, 5_000);
+    return this.worker.rpc.call('primary.metrics', undefined, 5_000);
   }
 
   async restartWorkers(options?: RestartWorkersOptions): Promise<void> {

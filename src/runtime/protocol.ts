@@ -1,6 +1,6 @@
-import { Type, type TSchema } from '@sinclair/typebox';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { lazyCheck, type SchemaCheck } from '../schema/lazy-check.js';
-import { WORKER_STATUSES } from './status.js';
+import { RECYCLE_REASONS, WORKER_STATUSES } from './status.js';
 
 /**
  * The primary ⇄ worker protocol, checked where a message arrives: every internal message (`fp`) by its kind, and
@@ -146,8 +146,118 @@ export const WORKER_METHODS = {
 export type PrimaryMethod = keyof typeof PRIMARY_METHODS;
 export type WorkerMethod = keyof typeof WORKER_METHODS;
 
-/** A side's declared methods, each with its compiled parameter check. */
+const Anything = Type.Unknown();
+const Status = Type.Union(WORKER_STATUSES.map((status) => Type.Literal(status)));
+const ReplyError = Type.Object({ code: Type.String({ maxLength: 64 }), message: Type.String() });
+/** SPEC 5: a target's handler outcome, as a worker answers a delivery. */
+const DeliveryOutcome = Type.Object({ ok: Type.Boolean(), result: Type.Optional(Anything), error: Type.Optional(ReplyError) });
+/** SPEC 5.1: the replies an envelope gathered, `{ server, worker, ok, result | error }`, and the targets missing. */
+const RequestResult = Type.Object(
+  {
+    id: Type.String(),
+    replies: Type.Array(Type.Object({ server: Type.String(), worker: Type.Integer({ minimum: 0 }), ok: Type.Boolean(), result: Type.Optional(Anything), error: Type.Optional(ReplyError) })),
+    missing: Type.Array(Type.Object({ server: Type.String(), worker: Type.Optional(Type.Integer({ minimum: 0 })) })),
+  },
+  open,
+);
+const Count = Type.Integer({ minimum: 0 });
+const Measured = Type.Union([Type.Number({ minimum: 0 }), Type.Null()]);
+/** SPEC 1.4: the workers' side of `getFleetHealth()` (`FleetHealth` in `pool.ts`). */
+const FleetHealth = Type.Object({
+  target: Count,
+  active: Count,
+  quarantined: Count,
+  breaker: Type.Object({ count: Count, tripped: Type.Boolean() }),
+  restartsPending: Count,
+  workers: Type.Array(
+    Type.Object({
+      worker: Count,
+      pid: Count,
+      status: Status,
+      retiring: Type.Union([...RECYCLE_REASONS.map((reason) => Type.Literal(reason)), Type.Literal('shutdown'), Type.Null()]),
+      uptimeMs: Type.Number({ minimum: 0 }),
+      rss: Measured,
+      heapUsed: Measured,
+      eventLoopLagMs: Measured,
+    }),
+  ),
+});
+/** A process's metrics as prom-client reads them out (`getMetricsAsJSON`), the fields the primary aggregates. */
+const MetricJson = Type.Object(
+  {
+    name: Type.String(),
+    help: Type.String(),
+    type: Type.String(),
+    aggregator: Type.String(),
+    // A value that is not a finite number (NaN) travels as null in the channel's JSON.
+    values: Type.Array(Type.Object({ value: Type.Union([Type.Number(), Type.Null()]), labels: Type.Record(Type.String(), Type.Unknown()) }, open)),
+  },
+  open,
+);
+const MeshReply = Type.Object({ server: Type.String(), ok: Type.Boolean(), result: Type.Optional(Anything), error: Type.Optional(ReplyError) }, open);
+const PeerInfo = Type.Object(
+  { server: Type.String(), direction: Type.Union([Type.Literal('in'), Type.Literal('out')]), publicUrl: Type.Optional(Type.String()), organizations: Type.Array(Type.String()) },
+  open,
+);
+
+/**
+ * What each primary method answers, checked by the worker that asked before it reads the answer. `Anything`
+ * where nothing is read, or where the caller hands the answer to a check of its own (named beside it).
+ */
+export const PRIMARY_RESULTS = {
+  'primary.health': Type.Object({ fleet: FleetHealth }, open),
+  'primary.metrics': Type.String(),
+  'primary.restartWorkers': Type.Object({ started: Type.Boolean() }, open),
+  'primary.setReady': Anything,
+  'primary.setNotReady': Anything,
+  'primary.resetCircuitBreaker': Anything,
+  'primary.recycleWorker': Type.Object({ recycling: Type.Integer({ minimum: 0 }) }, open),
+  'primary.shed': OrganizationIds,
+  'primary.workerState': Type.Array(Anything),
+  'primary.mesh.send': MeshReply,
+  'primary.mesh.peers': Type.Array(PeerInfo),
+  'primary.auth.failure': Type.Integer({ minimum: 0 }),
+  // The HTTPS identity checks the pair (`src/boot/tls.ts`).
+  'primary.tls.https': Anything,
+  'primary.ipc.send': Anything,
+  'primary.ipc.request': RequestResult,
+  'primary.storage.write': Type.Object({ revision: Revision, result: Type.Union([Type.Integer(), Type.Boolean()]) }, open),
+  'primary.storage.sync': Type.Object({ revision: Revision }, open),
+  'primary.organization': Anything,
+} satisfies Record<PrimaryMethod, TSchema>;
+
+/** What each worker method answers, checked by the primary before it reads the answer. */
+export const WORKER_RESULTS = {
+  'worker.cordon': Status,
+  'worker.drain': Type.Object({ status: Status, remaining: Type.Integer({ minimum: 0 }) }, open),
+  'worker.status': Type.Object({ worker: Type.Integer({ minimum: 0 }), pid: Type.Integer({ minimum: 1 }), status: Status }, open),
+  'worker.metrics': Type.Array(MetricJson),
+  // The HTTPS identity checks what it reads.
+  'worker.tls.https': Anything,
+  'worker.ipc.deliver': DeliveryOutcome,
+  'worker.shed': Anything,
+  'worker.storage.snapshot': Anything,
+  'worker.storage.mutation': Anything,
+  'worker.organization': Anything,
+} satisfies Record<WorkerMethod, TSchema>;
+
+/** A side's methods as the other side calls them: what each takes and what it answers. */
+export type MethodTypes = Record<string, { params: unknown; result: unknown }>;
+type TypesOf<Params extends Record<string, TSchema>, Results extends Record<keyof Params, TSchema>> = {
+  [M in keyof Params & string]: { params: Static<Params[M]>; result: Static<Results[M]> };
+};
+/** One process's metrics on the wire, as its primary aggregates them. */
+export type MetricsJson = Static<(typeof WORKER_RESULTS)['worker.metrics']>;
+
+/** The primary's methods, as a worker calls them. */
+export type PrimaryApi = TypesOf<typeof PRIMARY_METHODS, typeof PRIMARY_RESULTS>;
+/** A worker's methods, as its primary calls them. */
+export type WorkerApi = TypesOf<typeof WORKER_METHODS, typeof WORKER_RESULTS>;
+
+/** A side's declared methods, each with its compiled check (of its parameters, or of its answer). */
 export type MethodChecks = ReadonlyMap<string, SchemaCheck<TSchema>>;
 
 export const primaryMethodChecks: MethodChecks = checksOf(PRIMARY_METHODS);
 export const workerMethodChecks: MethodChecks = checksOf(WORKER_METHODS);
+export const primaryResultChecks: MethodChecks = checksOf(PRIMARY_RESULTS);
+export const workerResultChecks: MethodChecks = checksOf(WORKER_RESULTS);

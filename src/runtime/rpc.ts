@@ -1,13 +1,14 @@
 import { systemClock, type Clock } from './clock.js';
 import type { RpcCall, RpcReply } from './messages.js';
-import { firstError, type MethodChecks } from './protocol.js';
+import { firstError, type MethodChecks, type MethodTypes, type PrimaryApi, type WorkerApi } from './protocol.js';
 
-export type RpcHandler = (params: unknown) => unknown | Promise<unknown>;
-
-/** A request this side asks for; `notify` asks without waiting (no reply is sent). */
-export interface RpcCaller {
-  call<T = unknown>(method: string, params?: unknown, timeoutMs?: number): Promise<T>;
-  notify(method: string, params?: unknown): void;
+/**
+ * Requests to the other side, typed by its methods (`PrimaryApi`, `WorkerApi` in `protocol.ts`); `notify` asks
+ * without waiting (no reply is sent).
+ */
+export interface RpcCaller<Calls extends MethodTypes = MethodTypes> {
+  call<M extends keyof Calls & string>(method: M, params?: Calls[M]['params'], timeoutMs?: number): Promise<Calls[M]['result']>;
+  notify<M extends keyof Calls & string>(method: M, params?: Calls[M]['params']): void;
 }
 
 /** The other side answered with an error: its message, and the error code (and field) when it had one. */
@@ -23,14 +24,15 @@ export class RpcRemoteError extends Error {
 }
 
 /**
- * A call that got no answer: none came in time (`rpc_timeout`), or the channel is closed or the other side
- * exited (`rpc_closed`). A gathering caller counts the other side as missing.
+ * A call that got no answer it can use: none came in time (`rpc_timeout`), the channel is closed or the other
+ * side exited (`rpc_closed`), or the answer is not what its method declares (`rpc_malformed`). A gathering caller
+ * counts the other side as missing.
  */
 export class RpcUnanswered extends Error {
   override readonly name = 'RpcUnanswered';
   constructor(
     message: string,
-    readonly code: 'rpc_timeout' | 'rpc_closed',
+    readonly code: 'rpc_timeout' | 'rpc_closed' | 'rpc_malformed',
     options?: ErrorOptions,
   ) {
     super(message, options);
@@ -46,7 +48,9 @@ const NOTIFICATION = 0;
 export interface RpcChannelOptions {
   /** The methods this side declares (`src/runtime/protocol.ts`): only they are handled, their parameters checked. */
   methods?: MethodChecks;
-  /** Told of a notification refused that way (no caller would hear of it). */
+  /** What the other side's methods answer: each answer is checked before its caller reads it. */
+  results?: MethodChecks;
+  /** Told of a notification refused that way, or of a malformed answer (no caller would hear of it otherwise). */
   refused?: (reason: string) => void;
   /** Times the calls' answers (a fake clock in unit tests). */
   clock?: Clock;
@@ -58,14 +62,15 @@ export interface RpcChannelOptions {
  * hangs; a caller that gets no answer in time, or whose other side exits (`closeAll`), gets an error, which
  * a gathering caller counts as "missing". With the methods this side declares (`src/runtime/protocol.ts`), a
  * request's parameters are checked before its handler runs, and only declared methods can be handled; a
- * notification refused that way is told to `refused` (no caller would hear of it).
+ * notification refused that way is told to `refused` (no caller would hear of it). With the other side's
+ * declared answers (`results`), an answer is checked before its caller reads it.
  */
-export class RpcChannel implements RpcCaller {
+export class RpcChannel<Calls extends MethodTypes = MethodTypes, Handles extends MethodTypes = MethodTypes> implements RpcCaller<Calls> {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; cancel: () => void }>();
-  private readonly handlers = new Map<string, RpcHandler>();
-
+  private readonly pending = new Map<number, { method: string; resolve: (value: unknown) => void; reject: (error: Error) => void; cancel: () => void }>();
+  private readonly handlers = new Map<string, (params: unknown) => unknown>();
   private readonly methods: MethodChecks | undefined;
+  private readonly results: MethodChecks | undefined;
   private readonly refused: ((reason: string) => void) | undefined;
   private readonly clock: Clock;
 
@@ -74,23 +79,25 @@ export class RpcChannel implements RpcCaller {
     options: RpcChannelOptions = {},
   ) {
     this.methods = options.methods;
+    this.results = options.results;
     this.refused = options.refused;
     this.clock = options.clock ?? systemClock;
   }
 
-  handle(method: string, handler: RpcHandler): void {
+  /** Answers `method` (its parameters already checked against its declaration). */
+  handle<M extends keyof Handles & string>(method: M, handler: (params: Handles[M]['params']) => unknown): void {
     if (this.methods && !this.methods.has(method)) throw new Error(`RPC method "${method}" is not declared in the protocol`);
-    this.handlers.set(method, handler);
+    this.handlers.set(method, handler as (params: unknown) => unknown);
   }
 
-  call<T = unknown>(method: string, params?: unknown, timeoutMs = 5_000): Promise<T> {
+  call<M extends keyof Calls & string>(method: M, params?: Calls[M]['params'], timeoutMs = 5_000): Promise<Calls[M]['result']> {
     const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const cancel = this.clock.setTimeout(() => {
         this.pending.delete(id);
         reject(new RpcUnanswered(`${method}: no reply within ${timeoutMs} ms`, 'rpc_timeout'));
       }, timeoutMs);
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, cancel });
+      this.pending.set(id, { method, resolve: resolve as (value: unknown) => void, reject, cancel });
       try {
         this.post({ fp: 'rpc', id, method, params });
       } catch (error) {
@@ -101,7 +108,7 @@ export class RpcChannel implements RpcCaller {
     });
   }
 
-  notify(method: string, params?: unknown): void {
+  notify<M extends keyof Calls & string>(method: M, params?: Calls[M]['params']): void {
     try {
       this.post({ fp: 'rpc', id: NOTIFICATION, method, params });
     } catch {
@@ -116,8 +123,12 @@ export class RpcChannel implements RpcCaller {
       if (!waiting) return;
       this.pending.delete(message.id);
       waiting.cancel();
-      if (message.ok) waiting.resolve(message.result);
-      else waiting.reject(new RpcRemoteError(message.error ?? 'remote error', message.code, message.field));
+      if (!message.ok) return waiting.reject(new RpcRemoteError(message.error ?? 'remote error', message.code, message.field));
+      const check = this.results?.get(waiting.method);
+      if (!check || check.Check(message.result)) return waiting.resolve(message.result);
+      const reason = `${waiting.method}: malformed answer: ${firstError(check, message.result)}`;
+      this.refused?.(reason);
+      waiting.reject(new RpcUnanswered(reason, 'rpc_malformed'));
       return;
     }
     const notification = message.id === NOTIFICATION;
@@ -175,3 +186,8 @@ function failure(id: number, error: unknown): RpcReply {
     ...(typeof field === 'string' ? { field } : {}),
   };
 }
+
+/** The primary's end of a worker's channel: it calls the worker's methods and answers its own. */
+export type PrimaryEnd = RpcChannel<WorkerApi, PrimaryApi>;
+/** A worker's end of its channel: it calls the primary's methods and answers its own. */
+export type WorkerEnd = RpcChannel<PrimaryApi, WorkerApi>;

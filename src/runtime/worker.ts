@@ -5,12 +5,12 @@ import type { AppHost } from './app-host.js';
 import { ConnectionTracker } from './connections.js';
 import { startHeartbeat } from './heartbeat.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from './messages.js';
-import { RpcChannel } from './rpc.js';
-import { refuseFromPrimary, workerMethodChecks } from './protocol.js';
+import { RpcChannel, type WorkerEnd } from './rpc.js';
+import { primaryResultChecks, refuseFromPrimary, workerMethodChecks } from './protocol.js';
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import type { ServerEmitter } from './events.js';
 import type { WorkerStatus } from './status.js';
-import { createWorkerRegistry } from './metrics.js';
+import { createWorkerRegistry, type MetricsJson } from './metrics.js';
 import { HttpMetrics } from './http-metrics.js';
 import type { Registry } from 'prom-client';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
@@ -25,7 +25,7 @@ export type ShutdownHook = (reason: string) => void | Promise<void>;
  * cordons and drains on request, and shuts down gracefully when told (or when the primary disappears).
  */
 export class WorkerRuntime {
-  readonly rpc: RpcChannel;
+  readonly rpc: WorkerEnd;
   readonly connections = new ConnectionTracker();
   readonly incompleteHeaders: IncompleteHeaders;
   private currentStatus: WorkerStatus = 'starting';
@@ -53,6 +53,7 @@ export class WorkerRuntime {
   ) {
     this.rpc = new RpcChannel((message) => this.post(message), {
       methods: workerMethodChecks,
+      results: primaryResultChecks,
       refused: (reason) => this.refused.warn(this.log, { reason }, 'refused a malformed message from the primary'),
     });
     // The primary's cordon or drain of this worker, announced here once applied (the primary announces its own).
@@ -85,8 +86,9 @@ export class WorkerRuntime {
     };
   }
 
-  metricsJson() {
-    return this.registry.getMetricsAsJSON();
+  /** This process's metrics as they travel to the primary; prom-client declares `type` an enum, but it is the type's name. */
+  async metricsJson(): Promise<MetricsJson> {
+    return (await this.registry.getMetricsAsJSON()) as unknown as MetricsJson;
   }
 
   onShutdown(hook: ShutdownHook): void {

@@ -116,7 +116,7 @@ export class ServerState {
   private throughPrimary(action: 'cordon' | 'drain', value: boolean): Promise<unknown[]> {
     const { config, workerRuntime } = this.host;
     const timeoutMs = config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000;
-    return workerRuntime!.rpc.call<unknown[]>('primary.workerState', { action, value }, timeoutMs);
+    return workerRuntime!.rpc.call('primary.workerState', { action, value }, timeoutMs);
   }
 
   /** SPEC 3.4: stop serving these organizations (their requests get the fallback), or `false` to serve everyone. */

@@ -1,4 +1,4 @@
-import type { AnswerWorkers, WorkerEndpoint } from '../runtime/channels.js';
+import type { AnswerWorkers, PrimaryChannels, WorkerEndpoint } from '../runtime/channels.js';
 import { ClusterStorage, type StorageLog } from './cluster-storage.js';
 import { StorageError } from './errors.js';
 import { checkKey, toStoredValue, type JsonValue } from './json-value.js';
@@ -6,7 +6,7 @@ import { STORAGE_METHODS, type StorageMutation, type StorageSnapshot, type Stora
 
 /** The part of `PrimaryChannels` the authority uses. */
 export interface AuthorityChannels {
-  notify(endpoint: WorkerEndpoint, method: string, params: unknown): boolean;
+  notify: PrimaryChannels['notify'];
   onConnect(listener: (endpoint: WorkerEndpoint) => void): void;
   onDisconnect(listener: (endpoint: WorkerEndpoint) => void): void;
 }

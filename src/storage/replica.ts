@@ -1,4 +1,5 @@
-import type { RpcChannel } from '../runtime/rpc.js';
+import type { PrimaryApi } from '../runtime/protocol.js';
+import type { WorkerEnd } from '../runtime/rpc.js';
 import { RpcRemoteError, RpcUnanswered } from '../runtime/rpc.js';
 import { ClusterStorage, type StorageLog } from './cluster-storage.js';
 import { STORAGE_ERROR_CODES, StorageError, type StorageErrorCode } from './errors.js';
@@ -7,7 +8,7 @@ import { STORAGE_METHODS, type StorageMutation, type StorageSnapshot, type Stora
 
 /** The part of `WorkerRuntime` the replica uses: its channel to the primary, and its ready gates. */
 export interface ReplicaRuntime {
-  readonly rpc: Pick<RpcChannel, 'call' | 'handle'>;
+  readonly rpc: Pick<WorkerEnd, 'call' | 'handle'>;
   beforeReady(gate: () => Promise<void>): void;
 }
 
@@ -73,7 +74,7 @@ export class StorageReplica extends ClusterStorage {
   }
 
   private async request(operation: StorageWrite): Promise<number | boolean> {
-    const { revision, result } = await this.call<WriteAnswer>(STORAGE_METHODS.write, operation, operation.op);
+    const { revision, result }: WriteAnswer = await this.call(STORAGE_METHODS.write, operation, operation.op);
     // Every mutation up to `revision` was sent before this answer on the same ordered channel, so this resolves
     // at once unless a resync dropped them; then it resolves when the snapshot arrives.
     await new Promise<void>((resume) => this.afterRevision(revision, resume));
@@ -81,9 +82,9 @@ export class StorageReplica extends ClusterStorage {
   }
 
   /** A request to the primary; what it answers or fails with is a storage error with the primary's code. */
-  private async call<T>(method: string, params: unknown, what: string): Promise<T> {
+  private async call<M extends typeof STORAGE_METHODS.write | typeof STORAGE_METHODS.sync>(method: M, params: PrimaryApi[M]['params'], what: string): Promise<PrimaryApi[M]['result']> {
     try {
-      return await this.runtime.rpc.call<T>(method, params, this.requestTimeoutMs);
+      return await this.runtime.rpc.call(method, params, this.requestTimeoutMs);
     } catch (error) {
       throw storageErrorOf(error, what, this.requestTimeoutMs);
     }

@@ -1,7 +1,7 @@
 import type { ConnectionHandle } from '../../src/runtime/listeners.js';
 import type { PrimaryToWorker, WorkerToPrimary } from '../../src/runtime/messages.js';
 import type { WorkerStatus } from '../../src/runtime/status.js';
-import { RpcChannel } from '../../src/runtime/rpc.js';
+import { RpcChannel, type PrimaryEnd } from '../../src/runtime/rpc.js';
 import type { ForkPort, WorkerHandle } from '../../src/runtime/fleet/ports.js';
 import type { WorkerRecord } from '../../src/runtime/fleet/worker-record.js';
 
@@ -131,7 +131,7 @@ export type FakeRecord = WorkerRecord & { worker: FakeWorker; settleReady(ready:
  */
 export function fakeRecord(slot: number, fields: Partial<Pick<WorkerRecord, 'status' | 'readyAt' | 'lastBeatAt' | 'retiring' | 'replacing'>> = {}, pid = 100 + slot): FakeRecord {
   const worker = new FakeWorker(pid);
-  const rpc = new RpcChannel((message) => worker.send(message));
+  const rpc: PrimaryEnd = new RpcChannel((message) => worker.send(message));
   let markReady: (ready: boolean) => void = () => {};
   const record = {
     slot,

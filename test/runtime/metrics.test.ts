@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import t from 'tap';
-import { createWorkerRegistry } from '../../src/runtime/metrics.js';
+import { createWorkerRegistry, type MetricsJson } from '../../src/runtime/metrics.js';
 import { PrimaryMetrics } from '../../src/runtime/primary-metrics.js';
 import { HttpMetrics } from '../../src/runtime/http-metrics.js';
 import { scaled } from '../helpers/wait.js';
@@ -15,7 +15,7 @@ async function exposition(): Promise<string> {
   const primary = new PrimaryMetrics();
   primary.trackProcess();
   primary.restarts.inc();
-  return primary.text([await worker.getMetricsAsJSON()]);
+  return primary.text([(await worker.getMetricsAsJSON()) as unknown as MetricsJson]);
 }
 
 interface Family {

@@ -7,7 +7,7 @@ import { serverEvents } from '../../src/runtime/events.js';
 import { WorkerRuntime } from '../../src/runtime/worker.js';
 import { PrimaryChannels, type WorkerEndpoint } from '../../src/runtime/channels.js';
 import type { RpcCall, RpcReply } from '../../src/runtime/messages.js';
-import { PRIMARY_METHODS, primaryMethodChecks, refuseFromPrimary, refuseFromWorker, WORKER_METHODS, workerMethodChecks } from '../../src/runtime/protocol.js';
+import { PRIMARY_METHODS, primaryMethodChecks, primaryResultChecks, refuseFromPrimary, refuseFromWorker, WORKER_METHODS, workerMethodChecks, workerResultChecks } from '../../src/runtime/protocol.js';
 import { RpcChannel } from '../../src/runtime/rpc.js';
 
 t.test('every message a worker sends is checked by its kind: well-formed ones pass, any other shape is refused with why', async (t) => {
@@ -136,4 +136,39 @@ t.test('a worker refuses a malformed message from its primary: one line, nothing
   const refused = lines.filter((line) => line.msg === 'refused a malformed message from the primary');
   t.equal(refused.length, 4, 'one line per malformed message (a message without fp is not the protocol’s)');
   t.match(refused[0], { level: 40, reason: /"conn" \/secure/ });
+});
+
+t.test("an answer is checked against its method's declaration before its caller reads it: a malformed one fails the call and is told once", async (t) => {
+  const refused: string[] = [];
+  const link = (to: () => RpcChannel) => (message: RpcCall | RpcReply) => setImmediate(() => void to().receive(structuredClone(message)));
+  const primary: RpcChannel = new RpcChannel(link(() => worker), { methods: primaryMethodChecks, results: workerResultChecks, refused: (reason) => refused.push(reason) });
+  const worker: RpcChannel = new RpcChannel(link(() => primary), { methods: workerMethodChecks, results: primaryResultChecks });
+  // A worker's code answering its primary's requests with what their declarations do not allow.
+  worker.handle('worker.status', () => ({ worker: 1, pid: 'one', status: 'ready' }));
+  worker.handle('worker.drain', () => ({ status: 'exploded', remaining: 0 }));
+  worker.handle('worker.cordon', () => 'cordoned');
+  await t.rejects(primary.call('worker.status'), { name: 'RpcUnanswered', code: 'rpc_malformed', message: /^worker\.status: malformed answer: \/pid/ });
+  await t.rejects(primary.call('worker.drain', { value: true }), { code: 'rpc_malformed', message: /\/status/ });
+  t.equal(await primary.call('worker.cordon', { value: true }), 'cordoned', 'a well-formed answer passes');
+  t.match(refused, [/^worker\.status: malformed answer/, /^worker\.drain: malformed answer/]);
+
+  primary.handle('primary.storage.write', () => ({ revision: -1, result: true }));
+  await t.rejects(worker.call('primary.storage.write', { op: 'clear' }), { code: 'rpc_malformed', message: /primary\.storage\.write: malformed answer: \/revision/ }, 'the worker checks the primary’s answers too');
+});
+
+t.test("every answer a worker runtime gives its primary passes the check its method declares", async (t) => {
+  const refused: string[] = [];
+  // The channel's serialization (JSON), as a forked worker's.
+  const wire = <T>(message: T): T => JSON.parse(JSON.stringify(message)) as T;
+  const primary: RpcChannel = new RpcChannel((message) => setImmediate(() => runtime.receive(wire(message))), { results: workerResultChecks, refused: (reason) => refused.push(reason) });
+  const log = createLogger({ level: 'silent' });
+  const runtime = new WorkerRuntime(loadConfig({ env: {}, object: {} }).config, 1, log, serverEvents(log), (message) => {
+    if (message.fp === 'reply' || message.fp === 'rpc') setImmediate(() => void primary.receive(wire(message)));
+  });
+  t.match(await primary.call('worker.status'), { worker: 1, pid: process.pid, status: 'starting' });
+  const metrics = (await primary.call('worker.metrics')) as Array<{ name: string }>;
+  t.ok(metrics.some((metric) => metric.name === 'fleetplane_process_cpu_user_seconds_total'), 'the process metrics');
+  t.equal(await primary.call('worker.cordon', { value: false }), 'starting');
+  t.match(await primary.call('worker.drain', { value: false }), { status: 'starting', remaining: 0 });
+  t.same(refused, [], 'nothing refused');
 });

@@ -1,7 +1,7 @@
 import type { AnswerWorkers, WorkerEndpoint } from '../../src/runtime/channels.js';
 import type { RpcCall, RpcReply } from '../../src/runtime/messages.js';
-import { primaryMethodChecks, workerMethodChecks } from '../../src/runtime/protocol.js';
-import { RpcChannel } from '../../src/runtime/rpc.js';
+import { primaryMethodChecks, primaryResultChecks, workerMethodChecks, workerResultChecks, type PrimaryMethod, type WorkerApi, type WorkerMethod } from '../../src/runtime/protocol.js';
+import { RpcChannel, type PrimaryEnd, type WorkerEnd } from '../../src/runtime/rpc.js';
 import type { Clock } from '../../src/runtime/clock.js';
 import { StorageAuthority, type AuthorityChannels } from '../../src/storage/authority.js';
 import type { ClusterStorage, StorageLog } from '../../src/storage/cluster-storage.js';
@@ -38,10 +38,10 @@ export class FakeWorker implements ReplicaRuntime {
   dropNextToWorker = false;
   connected = true;
   /** The worker's end: what the replica calls through and is notified on. */
-  readonly rpc: RpcChannel;
+  readonly rpc: WorkerEnd;
   /** The primary's end, as the authority sees this worker. */
   readonly endpoint: WorkerEndpoint;
-  private readonly primaryEnd: RpcChannel;
+  private readonly primaryEnd: PrimaryEnd;
   private readonly gates: Array<() => Promise<void>> = [];
 
   constructor(
@@ -52,11 +52,13 @@ export class FakeWorker implements ReplicaRuntime {
     const worker = this;
     this.rpc = new RpcChannel((message) => this.deliverToPrimary(message), {
       methods: workerMethodChecks,
+      results: primaryResultChecks,
       clock: options.clock,
       refused: (reason) => this.log.warn({ reason }, 'refused a malformed message from the primary'),
     });
     this.primaryEnd = new RpcChannel((message) => this.deliverToWorker(message), {
       methods: primaryMethodChecks,
+      results: workerResultChecks,
       refused: (reason) => cluster.log.warn({ worker: workerId, reason }, 'refused a malformed message from a worker'),
     });
     this.endpoint = {
@@ -115,7 +117,7 @@ export class FakeCluster implements AuthorityChannels {
   readonly authority: StorageAuthority;
   readonly workers: FakeWorker[] = [];
   /** What the primary answers its workers (the storage's methods). */
-  readonly answers = new Map<string, (params: unknown, from: WorkerEndpoint) => unknown>();
+  readonly answers = new Map<PrimaryMethod, (params: unknown, from: WorkerEndpoint) => unknown>();
   /** False: the primary stops answering (what workers send is lost). */
   answering = true;
   private readonly connectListeners: Array<(endpoint: WorkerEndpoint) => void> = [];
@@ -126,7 +128,7 @@ export class FakeCluster implements AuthorityChannels {
     this.authority = new StorageAuthority(this, answer, this.log);
   }
 
-  notify(endpoint: WorkerEndpoint, method: string, params: unknown): boolean {
+  notify<M extends WorkerMethod>(endpoint: WorkerEndpoint, method: M, params: WorkerApi[M]['params']): boolean {
     if (!endpoint.connected) return false;
     endpoint.rpc.notify(method, params);
     return true;

@@ -226,7 +226,7 @@ export class Fleet implements WorkerPool {
   /** Every serving worker's metrics; one that does not answer in 2 s is left out. */
   async metricsJson(): Promise<MetricsJson[]> {
     const serving = this.records.filter((record) => record.readyAt !== undefined && !record.retiring);
-    const results = await Promise.allSettled(serving.map((record) => record.rpc.call<MetricsJson>('worker.metrics', undefined, 2_000)));
+    const results = await Promise.allSettled(serving.map((record) => record.rpc.call('worker.metrics', undefined, 2_000)));
     return results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
   }
 

@@ -2,8 +2,8 @@ import type { Logger } from '../../logging/logger.js';
 import type { ResolvedConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
 import { isInternalMessage, type WorkerBoot, type WorkerToPrimary } from '../messages.js';
-import { primaryMethodChecks, refuseFromWorker } from '../protocol.js';
-import { RpcChannel } from '../rpc.js';
+import { primaryMethodChecks, refuseFromWorker, workerResultChecks } from '../protocol.js';
+import { RpcChannel, type PrimaryEnd } from '../rpc.js';
 import type { PrimaryChannels } from '../channels.js';
 import type { ForkPort } from './ports.js';
 import type { FleetEvents, WorkerRecord } from './worker-record.js';
@@ -21,7 +21,7 @@ export interface SpawnerDeps {
   /** Workers in the fleet, as each worker is told at boot. */
   target(): number;
   /** The primary's handlers for calls workers make (metrics aggregation...). */
-  configureRpc(rpc: RpcChannel, record: WorkerRecord): void;
+  configureRpc(rpc: PrimaryEnd, record: WorkerRecord): void;
   /** An internal message from the worker (`ready` arrives after the record's `ready` promise settled true). */
   receive(record: WorkerRecord, message: WorkerToPrimary): void;
   /** The worker's IPC channel closed: it is dying or dead, and takes nothing sent to it any more. */
@@ -55,7 +55,11 @@ export class WorkerSpawner {
     let markReady: (ready: boolean) => void = () => {};
     let markExited: () => void = () => {};
     // A notification a worker's code got wrong has no caller to answer: it is refused as malformed messages are.
-    const rpc = new RpcChannel((message) => worker.send(message), { methods: primaryMethodChecks, refused: (reason) => this.deps.channels.refuse(record.endpoint, 'rpc', reason) });
+    const rpc: PrimaryEnd = new RpcChannel((message) => worker.send(message), {
+      methods: primaryMethodChecks,
+      results: workerResultChecks,
+      refused: (reason) => this.deps.channels.refuse(record.endpoint, 'rpc', reason),
+    });
     const record: WorkerRecord = {
       slot,
       pid: worker.pid,

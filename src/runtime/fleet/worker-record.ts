@@ -2,7 +2,7 @@ import type { Logger } from '../../logging/logger.js';
 import type { Beat } from '../heartbeat.js';
 import type { BeatHistory } from './health-policy.js';
 import type { PrimaryToWorker } from '../messages.js';
-import type { RpcChannel } from '../rpc.js';
+import type { PrimaryEnd } from '../rpc.js';
 import type { RecycleReason, ServerEventArgs, ServerEventName } from '../events.js';
 import type { WorkerStatus } from '../status.js';
 import type { WorkerEndpoint } from '../channels.js';
@@ -31,7 +31,7 @@ export interface WorkerRecord {
   stoppedOnSignal?: string;
   exited: Promise<void>;
   ready: Promise<boolean>;
-  rpc: RpcChannel;
+  rpc: PrimaryEnd;
   endpoint: WorkerEndpoint;
   cancelAge?: () => void;
 }

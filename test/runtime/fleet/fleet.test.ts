@@ -302,7 +302,8 @@ t.test('metrics come from every serving worker; one whose call fails is left out
   t.equal(call?.method, 'worker.metrics');
   const [other] = port.workers[1]!.sentOf('rpc');
   t.equal(other?.method, 'worker.metrics', 'both are asked');
-  port.workers[0]!.say({ fp: 'reply', id: call!.id, ok: true, result: [{ name: 'from_worker_1' }] });
+  const metric = { name: 'from_worker_1', help: 'h', type: 'counter', aggregator: 'sum', values: [{ value: 1, labels: { worker: '1' } }] };
+  port.workers[0]!.say({ fp: 'reply', id: call!.id, ok: true, result: [metric] });
   port.workers[1]!.say({ fp: 'reply', id: other!.id, ok: false, error: 'registry busy' });
-  t.same(await gathered, [[{ name: 'from_worker_1' }]]);
+  t.same(await gathered, [[metric]]);
 });
