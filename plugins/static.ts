@@ -1,7 +1,6 @@
 import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import fp from 'fastify-plugin';
-import fastifyStatic from '@fastify/static';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ResolvedConfig } from '../src/config/schema.js';
 
@@ -39,6 +38,8 @@ const staticFiles: FastifyPluginAsync<StaticOptions> = async (app, options) => {
   } catch (error) {
     throw new Error(`http.static.root: ${root} cannot be served (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`, { cause: error });
   }
+  // Loaded only when a root is configured: a worker without static files never holds the file server.
+  const { default: fastifyStatic } = await import('@fastify/static');
   await app.register(fastifyStatic, {
     root: realRoot,
     prefix,

@@ -33,7 +33,8 @@ interface MetricValue {
 export class HttpMetrics {
   private readonly routes = new Map<string, Map<string, RouteSeries>>();
 
-  constructor(registry: Registry) {
+  /** Shows these counts in `registry` (read at each collection); the counting needs no registry. */
+  register(registry: Registry): void {
     const metric = (name: string, help: string, type: 'counter' | 'histogram', values: () => MetricValue[]) => {
       const get = () => ({ name, help, type, aggregator: 'sum' as const, values: values() });
       registry.registerMetric({ name, help, type, aggregator: 'sum', get } as unknown as Parameters<Registry['registerMetric']>[0]);

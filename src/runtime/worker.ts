@@ -10,9 +10,8 @@ import { primaryResultChecks, refuseFromPrimary, workerMethodChecks } from './pr
 import { RateLimitedWarnings } from '../logging/rate-limited.js';
 import type { ServerEmitter } from './events.js';
 import type { WorkerStatus } from './status.js';
-import { createWorkerRegistry, type MetricsJson } from './metrics.js';
+import type { MetricsJson } from './metrics.js';
 import { HttpMetrics } from './http-metrics.js';
-import type { Registry } from 'prom-client';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { socketOf, type ConnectionHandle } from './listeners.js';
 import { IncompleteHeaders } from './incomplete-headers.js';
@@ -39,10 +38,10 @@ export class WorkerRuntime {
   private readonly refused = new RateLimitedWarnings({ max: 5, windowMs: 60_000, what: 'malformed messages from the primary', log: { warn: (fields, message) => this.log.warn(fields, message) } });
   private readonly stoppedHooks: StoppedHook[] = [];
   readonly startedAt = Date.now();
-  /** This process's metrics; the application may register its own here. */
-  readonly registry: Registry;
-  /** Requests this process answered, by route pattern (counted by the HTTP layer). */
-  readonly httpMetrics: HttpMetrics;
+  /** Requests this process answered, by route pattern (counted by the HTTP layer, with plain numbers). */
+  readonly httpMetrics = new HttpMetrics();
+  /** The metrics library's registry of this process, built by the first scrape (see `metricsJson`). */
+  private registry: Promise<{ getMetricsAsJSON(): Promise<unknown> }> | undefined;
 
   constructor(
     readonly config: ResolvedConfig,
@@ -63,8 +62,6 @@ export class WorkerRuntime {
     this.rpc.handle('worker.metrics', () => this.metricsJson());
     const proxies = new TrustedProxies(config.http.trustProxy);
     this.incompleteHeaders = new IncompleteHeaders({ maxPerAddress: config.http.maxIncompletePerAddress, exempt: (address) => proxies.trusts(normalizeAddress(address)) });
-    this.registry = createWorkerRegistry({ worker: String(workerId) });
-    this.httpMetrics = new HttpMetrics(this.registry);
   }
 
   get status(): WorkerStatus {
@@ -86,9 +83,18 @@ export class WorkerRuntime {
     };
   }
 
-  /** This process's metrics as they travel to the primary; prom-client declares `type` an enum, but it is the type's name. */
+  /**
+   * This process's metrics as they travel to the primary. The metrics library is loaded by the first scrape,
+   * so a worker nobody scrapes never holds it: its process series (CPU, memory, event loop, GC) start then, the
+   * request counts were kept from the start. prom-client declares `type` an enum; it is the type's name.
+   */
   async metricsJson(): Promise<MetricsJson> {
-    return (await this.registry.getMetricsAsJSON()) as unknown as MetricsJson;
+    this.registry ??= import('./metrics.js').then(({ createWorkerRegistry }) => {
+      const registry = createWorkerRegistry({ worker: String(this.workerId) });
+      this.httpMetrics.register(registry);
+      return registry;
+    });
+    return (await (await this.registry).getMetricsAsJSON()) as MetricsJson;
   }
 
   onShutdown(hook: ShutdownHook): void {

@@ -8,7 +8,8 @@ import { scaled } from '../helpers/wait.js';
 /** The text `/metrics` serves: one worker that answered requests, the primary with its process metrics. */
 async function exposition(): Promise<string> {
   const worker = createWorkerRegistry({ worker: '1' });
-  const http = new HttpMetrics(worker);
+  const http = new HttpMetrics();
+  http.register(worker);
   http.declare('POST', '/workflows/:name');
   http.record('POST', '/workflows/:name', 200, 0.003);
   http.record('GET', undefined, 404, 0.2);
@@ -65,7 +66,8 @@ t.test('the exposition passes promtool check metrics without a warning', { skip:
 
 t.test('HTTP metrics: by route pattern and status class, zeros for declared routes, cumulative buckets', async (t) => {
   const registry = createWorkerRegistry({ worker: '3' });
-  const http = new HttpMetrics(registry);
+  const http = new HttpMetrics();
+  http.register(registry);
   http.declare('POST', '/workflows/:name');
   http.declare('GET', '/healthz');
   http.record('POST', '/workflows/:name', 200, 0.004);

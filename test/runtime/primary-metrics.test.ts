@@ -48,3 +48,27 @@ t.test('counters add up per label set, gauges keep the last value, and a scrape 
   metrics.recycles.inc({ reason: 'rss' });
   t.match(await metrics.text([]), /^fleetplane_worker_recycles_total\{reason="rss"\} 3$/m);
 });
+
+t.test('a worker counts its requests without the metrics library, which the first scrape loads; the counts were kept', async (t) => {
+  const script = `
+    import { createRequire } from 'node:module';
+    const { WorkerRuntime } = await import('./src/runtime/worker.ts');
+    const { loadConfig } = await import('./src/config/load.ts');
+    const { createLogger } = await import('./src/logging/logger.ts');
+    const { serverEvents } = await import('./src/runtime/events.ts');
+    const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((file) => file.includes('/node_modules/prom-client/'));
+    const log = createLogger({ level: 'silent' });
+    const runtime = new WorkerRuntime(loadConfig({ env: {}, object: {} }).config, 3, log, serverEvents(log), () => {});
+    runtime.httpMetrics.declare('GET', '/healthz');
+    runtime.httpMetrics.record('GET', '/healthz', 200, 0.002);
+    const before = loaded();
+    const metrics = await runtime.metricsJson();
+    const requests = metrics.find((metric) => metric.name === 'fleetplane_http_requests_total');
+    const ok = requests.values.find((value) => value.labels.status_class === '2xx');
+    const cpu = metrics.find((metric) => metric.name === 'fleetplane_process_cpu_user_seconds_total');
+    console.log(JSON.stringify({ before, after: loaded(), ok: ok.value, worker: cpu.values[0].labels.worker }));
+  `;
+  const run = spawnSync(process.execPath, ['--import', './test/helpers/ts-loader.mjs', '--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' });
+  t.equal(run.status, 0, run.stderr);
+  t.same(JSON.parse(run.stdout.trim().split('\n').at(-1)!), { before: false, after: true, ok: 1, worker: '3' });
+});
