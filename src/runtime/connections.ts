@@ -77,10 +77,11 @@ export class ConnectionTracker {
   /**
    * Resolves when every connection is gone or `timeoutMs` passes; true when all closed in time.
    *
-   * Idle sockets are closed only on a poll that came on time. After a stall (this process starved of CPU, a
-   * long garbage collection) the timers run before the sockets are read, so a socket idle by the clock may
-   * hold a request that arrived during the stall; closing it would drop that request unanswered. The next
-   * poll, after the loop has read the sockets, decides instead.
+   * Timers run before the loop reads its sockets, so a socket idle by the clock may hold a request that arrived
+   * since the last read; closing it would drop that request unanswered. So idle sockets are closed after this
+   * turn's reads (from the check phase, where a request that arrived is already being answered), and only on a
+   * poll that came on time: after a stall (this process starved of CPU, a long garbage collection) the next
+   * poll decides instead.
    */
   async drain(timeoutMs: number, minIdleMs = 250, pollMs = 50): Promise<boolean> {
     this.beginClosing();
@@ -88,7 +89,10 @@ export class ConnectionTracker {
     let previousPoll: number | undefined;
     while (this.sockets.size > 0 && Date.now() < deadline) {
       const now = Date.now();
-      if (previousPoll !== undefined && now - previousPoll <= 2 * pollMs) this.closeIdle(minIdleMs, now);
+      if (previousPoll !== undefined && now - previousPoll <= 2 * pollMs) {
+        await new Promise((resolve) => setImmediate(resolve));
+        this.closeIdle(minIdleMs);
+      }
       previousPoll = now;
       await new Promise((resolve) => setTimeout(resolve, pollMs).unref());
     }

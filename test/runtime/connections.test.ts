@@ -147,3 +147,32 @@ t.test('a request that reached an idle keep-alive socket while the process stall
   t.match(received, /hello \/second$/);
   t.equal(await drained, true);
 });
+
+t.test('a request that reached an idle keep-alive socket just before an on-time drain poll is answered, not cut', async (t) => {
+  const { tracker, port } = await setup(t);
+  const socket = net.connect({ host: '127.0.0.1', port });
+  t.teardown(() => socket.destroy());
+  let received = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (received += chunk));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('error', () => undefined);
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\n');
+  await until('the first answer', () => (received.includes('hello /first') ? true : undefined), 10_000, { everyMs: 1, last: () => received });
+  received = '';
+
+  // Any idle socket may close at the drain's polls, every 200 ms.
+  const drained = tracker.drain(scaled(5_000), 0, 200);
+  // After this turn's reads, the client's next request reaches the kernel and the process stays busy until the
+  // poll is due: the poll comes on time, in the next turn's timers, before that turn reads the request.
+  setImmediate(() => {
+    socket.write('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
+    stall(250);
+  });
+  await closed;
+  t.match(received, /^HTTP\/1\.1 200 OK/, 'the request is answered before the connection closes');
+  t.match(received, /connection: close/i, 'with Connection: close');
+  t.match(received, /hello \/second$/);
+  t.equal(await drained, true);
+});
