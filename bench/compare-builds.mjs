@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Old build against new build: runs bench/envelope.mjs and bench/runtime.mjs of THIS checkout against two
+// Old build against new build: runs bench/envelope.mjs, bench/runtime.mjs, bench/ipc.mjs and bench/storage.mjs of THIS checkout against two
 // built trees, alternating (old, new, old, new, ...), and puts each figure of each run side by side with the
 // run-to-run spread of each build. Usage after `npm run build` in both trees:
 //   node bench/compare-builds.mjs <old-tree> [alternations, default 3]
@@ -45,6 +45,16 @@ const FIGURES = {
     'settled idle RSS primary MiB': { value: result.handOff.rssMiB.settled.b.primary, better: 'lower' },
     'settled idle RSS worker MiB (max)': { value: Math.max(...result.handOff.rssMiB.settled.b.workers), better: 'lower' },
   }),
+  // Each against its own raw baseline measured in the same run (raw process.send), which other load moves alike.
+  ipc: (result) => ({
+    'IPC request p50 / raw p50': { value: result.median.requestP50Us / result.median.rawP50Us, better: 'lower' },
+    'IPC requests/s in flight / raw': { value: result.median.requestConcurrentPerSecond / result.median.rawConcurrentPerSecond, better: 'higher' },
+  }),
+  storage: (result) => ({
+    'storage sequential p50 / relay p50': { value: result.ratios['sequential: storage p50 / relay p50'], better: 'lower' },
+    'storage sequential sets/s / relay ops/s': { value: result.ratios['sequential: storage sets/s / relay ops/s'], better: 'higher' },
+    'storage in-flight sets/s / relay ops/s': { value: result.ratios['inFlight: storage sets/s / relay ops/s'], better: 'higher' },
+  }),
 };
 
 const runs = { old: [], new: [] };
@@ -71,7 +81,7 @@ for (let round = 0; round < alternations; round++) {
   }
 }
 // The benchmarks rewrote this checkout's results: put the committed ones back (this run's are summarised below).
-spawnSync('git', ['-C', newTree, 'checkout', '--', 'bench/results/envelope.json', 'bench/results/envelope.md', 'bench/results/runtime.json', 'bench/results/runtime.md']);
+spawnSync('git', ['-C', newTree, 'checkout', '--', ...Object.keys(FIGURES).flatMap((bench) => [`bench/results/${bench}.json`, `bench/results/${bench}.md`])]);
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const rows = Object.keys(runs.new[0]).map((name) => {
@@ -90,7 +100,7 @@ const fmt = (value) => (Number.isInteger(value) ? String(value) : value.toFixed(
 const md = [
   '# Old build against new build',
   '',
-  `\`${result.old}\` (old) against \`${result.new}\` (new), ${alternations} alternating runs of bench/envelope (BENCH_ROUNDS=${env.BENCH_ROUNDS}) and bench/runtime (BENCH_SECONDS=${env.BENCH_SECONDS}), same benchmark code, ${result.date}. Spread: the larger of the two builds' max − min over their runs.`,
+  `\`${result.old}\` (old) against \`${result.new}\` (new), ${alternations} alternating runs of bench/envelope (BENCH_ROUNDS=${env.BENCH_ROUNDS}), bench/runtime (BENCH_SECONDS=${env.BENCH_SECONDS}), bench/ipc and bench/storage, same benchmark code, ${result.date}. Spread: the larger of the two builds' max − min over their runs.`,
   '',
   '| figure | better | old (median; runs) | new (median; runs) | spread | verdict |',
   '|---|---|---|---|---:|---|',
