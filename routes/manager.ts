@@ -53,9 +53,8 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
   const responses = {
     200: ManagerReply,
     400: errorReply(
-      'The body is not valid JSON, names no manager method or collection, or does not fit its method',
+      'The body is not valid JSON, names no manager collection, or does not fit its method',
       ENVELOPE_ERRORS.invalidJson,
-      MANAGER_ERRORS.unknownMethod.example('object.read'),
       MANAGER_ERRORS.unknownCollection.example('keys'),
       MANAGER_ERRORS.cloudMismatch.example('deployment.cloud:', 'hetzner', 'local'),
     ),
@@ -66,7 +65,8 @@ const manager: FastifyPluginAsyncTypebox<ManagerRouteOptions> = async (app, opti
       MANAGER_ERRORS.forbidden.example('the manager serves keys of the platform organization only'),
     ),
     404: errorReply(
-      "The cluster has no such server, or a provider request names an api or endpoint the platform organization does not have (answered as on `/api`)",
+      "The method is not a manager method (as an IPC target without a handler answers), the cluster has no such server, or a provider request names an api or endpoint the platform organization does not have (answered as on `/api`)",
+      MANAGER_ERRORS.unknownMethod.example('object.read'),
       MANAGER_ERRORS.unknownServer.example('cluster 0190c0ffee0000c1a5 has no server 0190c0ffee0000b0b0'),
       API_ERRORS.unknownApi.example('hetzner'),
       API_ERRORS.unknownEndpoint.example('hetzner', 'reboot'),

@@ -132,4 +132,6 @@ export const SHARED_CODES = {
   platformOnly: errorCode('platform_only', 403),
   /** What this server does not offer (no store, no providers, no fleet). */
   unavailable: errorCode('unavailable', 503),
+  /** The method named has no handler where it was sent (an IPC target, the manager). */
+  unknownMethod: errorCode('unknown_method', 404),
 } as const;

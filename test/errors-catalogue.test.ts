@@ -5,6 +5,7 @@ import { AUTH_ERRORS } from '../src/auth/errors.js';
 import { CRUD_ERRORS } from '../src/crud/errors.js';
 import { STORE_CODES } from '../src/db/errors.js';
 import { FleetplaneError, SHARED_CODES, type ErrorCode, type ErrorEntry } from '../src/errors.js';
+import { IPC_CODES } from '../src/ipc/envelope.js';
 import { MANAGER_ERRORS } from '../src/manager/errors.js';
 import { SECRET_CODES } from '../src/secrets/errors.js';
 import { STORAGE_CODES } from '../src/storage/errors.js';
@@ -23,7 +24,7 @@ const CATALOGUES: Record<string, Record<string, AnyEntry>> = {
   workflows: WORKFLOW_ERRORS as unknown as Record<string, AnyEntry>,
 };
 /** The folders whose classes are their message templates, and the shared codes: declarations only. */
-const DECLARATIONS: Record<string, Record<string, ErrorCode>> = { shared: SHARED_CODES, db: STORE_CODES, secrets: SECRET_CODES, storage: STORAGE_CODES };
+const DECLARATIONS: Record<string, Record<string, ErrorCode>> = { shared: SHARED_CODES, db: STORE_CODES, ipc: IPC_CODES, secrets: SECRET_CODES, storage: STORAGE_CODES };
 
 /** Arguments for any template: strings and numbers are all the templates take. */
 const ARGUMENTS = ['a', 'b', 'c', 'd'];

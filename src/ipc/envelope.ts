@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { lazyCheck } from '../schema/lazy-check.js';
-import { FleetplaneError } from '../errors.js';
+import { FleetplaneError, SHARED_CODES, errorCode, type ErrorCode } from '../errors.js';
 
 export const MAX_TARGETS = 256;
 export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
@@ -53,22 +53,33 @@ export interface DeliveredEnvelope extends IpcEnvelope {
 
 export type IpcErrorCode = 'invalid_envelope' | 'no_target' | 'too_large' | 'unknown_method' | 'handler_failed' | 'forbidden' | 'unavailable' | 'bad_request';
 
-/** The HTTP status each IPC error answers with on the control surface. */
-const IPC_STATUS = { invalid_envelope: 400, no_target: 400, bad_request: 400, too_large: 413, unknown_method: 404, forbidden: 403, unavailable: 503, handler_failed: 500 } as const;
+/**
+ * Each IPC error code declared once with the HTTP status it answers on the control surface (the codes several
+ * surfaces answer are the shared ones); the class is the message template, as envelopes name their field.
+ */
+export const IPC_CODES = {
+  invalid_envelope: SHARED_CODES.invalidEnvelope,
+  no_target: errorCode('no_target', 400),
+  bad_request: errorCode('bad_request', 400),
+  too_large: errorCode('too_large', 413),
+  unknown_method: SHARED_CODES.unknownMethod,
+  forbidden: SHARED_CODES.forbidden,
+  unavailable: SHARED_CODES.unavailable,
+  handler_failed: errorCode('handler_failed', 500),
+} as const satisfies Record<IpcErrorCode, ErrorCode>;
 
 /** True for the codes an `IpcError` can carry (e.g. one that crossed a process boundary as text). */
-export const isIpcErrorCode = (code: unknown): code is IpcErrorCode => typeof code === 'string' && Object.hasOwn(IPC_STATUS, code);
+export const isIpcErrorCode = (code: unknown): code is IpcErrorCode => typeof code === 'string' && Object.hasOwn(IPC_CODES, code);
 
 export class IpcError extends FleetplaneError {
   override readonly name = 'IpcError';
   declare readonly code: IpcErrorCode;
-  declare readonly statusCode: (typeof IPC_STATUS)[IpcErrorCode];
   constructor(
     code: IpcErrorCode,
     message: string,
     readonly field?: string,
   ) {
-    super(code, message, IPC_STATUS[code]);
+    super(code, message, IPC_CODES[code].statusCode);
   }
 }
 

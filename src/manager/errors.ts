@@ -23,7 +23,7 @@ const entry = <Args extends unknown[]>(declaration: ErrorCode, message: (...args
 export const MANAGER_ERRORS = {
   invalidEnvelope: entry(SHARED_CODES.invalidEnvelope, (reason: string) => reason),
   unknownMethod: entry(
-    errorCode('unknown_method', 400),
+    SHARED_CODES.unknownMethod,
     (method: string) => `method: "${method}" is not a manager method (${MANAGER_METHODS.join(', ')}, or an HTTP verb with an api for a provider request)`,
   ),
   unknownCollection: entry(errorCode('unknown_collection', 400), (name: string) => `collection: "${name}" is not managed here (servers or clusters)`),
