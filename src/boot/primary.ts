@@ -1,9 +1,7 @@
-import { mkdirSync, unlinkSync } from 'node:fs';
-import { controlSocketPath, listenControlSocket, takeOverControlSocket } from '../control/socket.js';
+import { mkdirSync } from 'node:fs';
+import { ControlSocket } from '../control/socket.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
-import type { FleetplaneConfig, ResolvedConfig } from '../config/schema.js';
-import type { ServerState } from '../state/state.js';
-import type { SocketRole } from '../runtime/handover-messages.js';
+import type { FleetplaneConfig } from '../config/schema.js';
 import { resolveWorkerCount } from '../config/sizing.js';
 import { createLogger } from '../logging/logger.js';
 import { serverEvents, type ServerEmitter } from '../runtime/events.js';
@@ -27,7 +25,7 @@ import { openPrimaryTls } from './tls.js';
 import { bindParentKeys, openAutomationAndManager, openManagerConnection } from './manager.js';
 import { REMOVAL_METHOD, removalHandler } from '../autoscaler/removal.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
-import { HandoverSuccessor, type PredecessorChannel } from '../runtime/handover-successor.js';
+import { HandoverSuccessor, listeningAddresses, type PredecessorChannel } from '../runtime/handover-successor.js';
 import { removePidFile, writePidFile } from '../runtime/pid-file.js';
 import { meshSettings } from '../mesh/settings.js';
 import { FLEETPLANE_VERSION } from '../version.js';
@@ -78,7 +76,10 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     log.fatal({ reason }, 'hand-over lost: exiting');
     process.exit(1);
   });
-  const handed = successor ? await takeSeed(successor, resolved, storage, state) : undefined;
+  const handed = await successor?.adopt(listeningAddresses(resolved, meshSettings(resolved).active), async (seed) => {
+    storage.seed(seed.storage);
+    if (seed.shed.length > 0) await state.applyShed(seed.shed);
+  });
   const meshSocket = meshSettings(resolved).active ? handed?.get('mesh') : closeHandle(handed?.get('mesh'));
   const mesh = await openPrimaryMesh({
     identity, events, primary, router: ipc.router, db: data.db, authorize: data.authorize, state, organizations: ipc.organizations, inheritedSocket: meshSocket,
@@ -110,22 +111,11 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
 
   const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;
   mkdirSync(resolved.dataDir, { recursive: true, mode: 0o700 });
-  const answerControl = (envelope: unknown, timeoutMs?: number) => server.request(envelope, { timeoutMs });
   // A successor takes the control socket over once it serves; until then the old primary answers on it.
-  let control = successor ? undefined : await listenControlSocket(resolved.dataDir, log, answerControl);
-  let handedOver = false;
-  const removeSocket = () => {
-    // After a hand-over the socket file and the pid file are the new primary's. This socket is left open:
-    // no name reaches it any more, and closing a Unix socket server unlinks its path, now the new primary's.
-    if (handedOver) return;
-    control?.close();
-    removePidFile(resolved.dataDir);
-    try {
-      unlinkSync(controlSocketPath(resolved.dataDir));
-    } catch {
-      // already gone
-    }
-  };
+  const control = await ControlSocket.open({
+    dataDir: resolved.dataDir, log, request: (envelope, timeoutMs) => server.request(envelope, { timeoutMs }), deferred: Boolean(successor), onRelease: () => removePidFile(resolved.dataDir),
+  });
+  const removeSocket = () => control.release();
   process.once('exit', removeSocket);
   primary.onShutdown(removeSocket);
   primary.handover.register({
@@ -133,7 +123,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     shed: () => [...state.shedding],
     sockets: () => (mesh.mesh.listeningSocket ? [{ role: 'mesh', ...mesh.mesh.listeningSocket }] : []),
     committed: () => {
-      handedOver = true;
+      control.handedOver();
       void autoscaler?.stop();
       mesh.mesh.close(1012);
     },
@@ -160,7 +150,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     await primary.start({ app: () => options.app(server), fallbackRoutes, peerUrl: () => mesh.mesh.peerUrl() }, successor);
     if (successor) {
       successor.acceptStorageWrites((draft) => storage.applyForwarded(draft));
-      control = await takeOverControlSocket(resolved.dataDir, log, answerControl);
+      await control.takeOver();
     }
     writePidFile(resolved.dataDir);
     successor?.taken();
@@ -176,25 +166,6 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   autoscaler?.start();
   log.info({ ports: primary.ports, workers: primary.workerCount, plugins: server.pluginNames, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
   return server;
-}
-
-/** Hand-over: the seed checked against this configuration and applied, then the sockets it describes. */
-async function takeSeed(successor: HandoverSuccessor, config: ResolvedConfig, storage: StorageAuthority, state: ServerState): Promise<ReadonlyMap<SocketRole, unknown>> {
-  const tls = Boolean(config.https.key && config.https.cert);
-  try {
-    const mismatch = successor.mismatch({
-      http: { host: config.http.host, port: config.http.port },
-      ...(tls ? { https: { host: config.http.host, port: config.https.port } } : {}),
-      ...(meshSettings(config).active ? { mesh: { host: config.mesh.host, port: config.mesh.port } } : {}),
-    });
-    if (mismatch) throw new Error(mismatch);
-    storage.seed(successor.seed.storage);
-    if (successor.seed.shed.length > 0) await state.applyShed(successor.seed.shed);
-    return await successor.sockets();
-  } catch (error) {
-    await successor.failed((error as Error).message);
-    throw error;
-  }
 }
 
 /** A handed socket this primary does not use: closed, so the port does not hang on in this process. */

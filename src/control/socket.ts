@@ -72,6 +72,55 @@ export async function takeOverControlSocket(dataDir: string, log: Logger, reques
 
 type ControlHandler = (envelope: unknown, timeoutMs?: number) => Promise<RequestResult>;
 
+/**
+ * The primary's control socket over its life: opened at boot, or, for a primary started by a hand-over, taken
+ * over from the old one once this primary serves (`takeOver`); released at shutdown with the pid file (`release`)
+ * unless it was handed over (`handedOver`), when the socket file and the pid file are the new primary's.
+ */
+export class ControlSocket {
+  private server: net.Server | undefined;
+  private handed = false;
+
+  private constructor(
+    private readonly dataDir: string,
+    private readonly log: Logger,
+    private readonly request: ControlHandler,
+    private readonly onRelease: () => void,
+  ) {}
+
+  /** `deferred`: a hand-over's new primary, which takes the socket over later. `onRelease` runs with `release`. */
+  static async open(options: { dataDir: string; log: Logger; request: ControlHandler; deferred: boolean; onRelease: () => void }): Promise<ControlSocket> {
+    const socket = new ControlSocket(options.dataDir, options.log, options.request, options.onRelease);
+    if (!options.deferred) socket.server = await listenControlSocket(options.dataDir, options.log, options.request);
+    return socket;
+  }
+
+  async takeOver(): Promise<void> {
+    this.server = await takeOverControlSocket(this.dataDir, this.log, this.request);
+  }
+
+  /** This server handed over: the names are the new primary's. Its socket stays open, unnamed, until exit. */
+  handedOver(): void {
+    this.handed = true;
+  }
+
+  /**
+   * Closes the socket and removes its file (`onRelease` too). After a hand-over, nothing: closing a Unix socket
+   * server unlinks its path, which is the new primary's now.
+   */
+  release(): void {
+    if (this.handed) return;
+    this.server?.close();
+    this.onRelease();
+    try {
+      unlinkSync(controlSocketPath(this.dataDir));
+    } catch {
+      // already gone
+    }
+  }
+}
+
+
 function controlServer(log: Logger, request: ControlHandler): net.Server {
   const server = net.createServer((socket) => {
     let buffered = '';

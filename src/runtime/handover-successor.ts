@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import type { ResolvedConfig } from '../config/schema.js';
 import { HANDOVER_ENV, HandoverError, isPredecessorMessage, type PredecessorMessage, type Seed, type SocketRole } from './handover-messages.js';
 
 /** The part of `process` the successor talks through (its IPC channel to the old primary). */
@@ -81,6 +82,23 @@ export class HandoverSuccessor {
       if (!samePort || !sameHost) return `${role} is ${want.host}:${want.port} here but the old primary listens on ${have.host}:${have.port}: a hand-over keeps the listening addresses (restart to change them)`;
     }
     return undefined;
+  }
+
+  /**
+   * Takes the hand-over: the seed checked against this primary's `expected` addresses (see `listeningAddresses`)
+   * and applied (`apply`: the storage, the shed list), then the sockets it describes, by role. What fails here is
+   * told to the old primary, which keeps serving, and thrown.
+   */
+  async adopt(expected: Partial<Record<SocketRole, { host: string; port: number }>>, apply: (seed: Seed) => Promise<void>): Promise<ReadonlyMap<SocketRole, unknown>> {
+    try {
+      const mismatch = this.mismatch(expected);
+      if (mismatch) throw new Error(mismatch);
+      await apply(this.seed);
+      return await this.sockets();
+    } catch (error) {
+      await this.failed((error as Error).message);
+      throw error;
+    }
   }
 
   /** The seed fits this primary's configuration: the listening sockets, by role, once all arrived. */
@@ -212,4 +230,14 @@ function postFailure(channel: PredecessorChannel, reason: string): Promise<void>
 export function reportHandoverFailure(reason: string, env: NodeJS.ProcessEnv = process.env, channel: PredecessorChannel = process as unknown as PredecessorChannel): Promise<void> {
   if (env[HANDOVER_ENV] === undefined) return Promise.resolve();
   return postFailure(channel, reason);
+}
+
+/** The addresses a configuration listens on, by role (`mesh` when the mesh is active): what a hand-over keeps. */
+export function listeningAddresses(config: Pick<ResolvedConfig, 'http' | 'https' | 'mesh'>, meshActive: boolean): Partial<Record<SocketRole, { host: string; port: number }>> {
+  const tls = Boolean(config.https.key && config.https.cert);
+  return {
+    http: { host: config.http.host, port: config.http.port },
+    ...(tls ? { https: { host: config.http.host, port: config.https.port } } : {}),
+    ...(meshActive ? { mesh: { host: config.mesh.host, port: config.mesh.port } } : {}),
+  };
 }
