@@ -240,7 +240,7 @@ async function main() {
   // `bBareApp` is Fleetplane's runtime serving (a)'s bare app: b/bBareApp is the application's share of a gap,
   // bBareApp/a the runtime's (primary hand-off, worker runtime).
   log('starting (a) cluster + Fastify, (b) Fleetplane, (bBareApp) Fleetplane runtime with the bare app');
-  // The memory probe is preloaded in (a), (b) and (bBareApp), primary and workers: it answers SIGUSR2 only.
+  // The memory probe is preloaded in (a), (b) and (bBareApp), primary and workers: it answers SIGURG only.
   const memoryDir = path.join(tmpDir, 'memory');
   const memoryProbe = memoryProbeEnv(memoryDir);
   const a = new Fixture('cluster-fastify.mjs', { BENCH_WORKERS: String(WORKERS), ...memoryProbe });

@@ -15,9 +15,9 @@ export function memoryProbeEnv(dir) {
   return { BENCH_MEMORY_DIR: dir, NODE_OPTIONS: [process.env.NODE_OPTIONS, preload].filter(Boolean).join(' ') };
 }
 
-/** Asks each process for its snapshot (SIGUSR2) and waits until the file is there. */
+/** Asks each process for its snapshot (SIGURG) and waits until the file is there. */
 export async function memorySnapshots(dir, pids, timeoutMs = 10_000) {
-  for (const pid of pids) process.kill(pid, 'SIGUSR2');
+  for (const pid of pids) process.kill(pid, 'SIGURG');
   const deadline = Date.now() + timeoutMs;
   const snapshots = [];
   for (const pid of pids) {
