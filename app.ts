@@ -5,7 +5,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync }
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Logger } from './src/logging/logger.js';
 import { lazyChildLogger } from './src/logging/lazy-child.js';
-import { armConnectionChecks, type AppHost } from './src/runtime/app-host.js';
+import { armConnectionChecks, type ServedApp } from './src/runtime/served-app.js';
 import { answerClientError } from './src/http/raw-errors.js';
 import errors, { frameworkErrors } from './plugins/errors.js';
 import requestGuard from './plugins/request-guard.js';
@@ -171,7 +171,7 @@ export async function buildPrimaryRoutes(server: RouteContext, logger?: Logger):
 }
 
 /** The worker's view of the built app: servers to hand connections to, and how to close it. */
-export function asAppHost(built: BuiltApp): AppHost {
+export function asServedApp(built: BuiltApp): ServedApp {
   for (const server of [built.http, built.https]) if (server) armConnectionChecks(server);
   return { http: built.http, https: built.https, close: () => built.app.close() };
 }

@@ -44,8 +44,8 @@ export const Fleetplane = {
       app:
         options.app ??
         (async (server) => {
-          const { asAppHost, buildApp: build } = await appModule();
-          return asAppHost(await build({ server, logger: server.log.child({ component: 'http' }), extend: options.routes }));
+          const { asServedApp, buildApp: build } = await appModule();
+          return asServedApp(await build({ server, logger: server.log.child({ component: 'http' }), extend: options.routes }));
         }),
       primaryRoutes:
         options.primaryRoutes ??

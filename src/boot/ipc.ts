@@ -28,7 +28,7 @@ export interface IpcDeps {
 
 /** What the state controls of either process are built from, besides that process's IPC. */
 export interface StateDeps extends IpcDeps {
-  host: ProcessFacade;
+  facade: ProcessFacade;
   db: Store;
   storage: ClusterStorage;
   /** SPEC 13.2: told of each saved inventory section, to mirror it to the parent. */
@@ -43,19 +43,19 @@ export interface ProcessIpc {
   handlers: HandlerRegistry;
 }
 
-/** The state controls see the process through its host, plus the store that records the inventory. */
+/** The state controls see the process through its facade, plus the store that records the inventory. */
 function openState(deps: StateDeps, channels?: PrimaryChannels): ServerState {
-  const { identity, host, db, authorize, manager, events } = deps;
+  const { identity, facade, db, authorize, manager, events } = deps;
   return new ServerState(
     {
       id: identity.id,
       config: identity.config,
       log: identity.log,
       get status() {
-        return host.status;
+        return facade.status;
       },
-      primaryRuntime: host.primaryRuntime,
-      workerRuntime: host.workerRuntime,
+      primaryRuntime: facade.primaryRuntime,
+      workerRuntime: facade.workerRuntime,
       db,
       authorize,
       manager,

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { ConfigFlags } from '../config/load.js';
-import type { AppHost } from '../runtime/app-host.js';
+import type { ServedApp } from '../runtime/served-app.js';
 import type { FleetplanePlugin, Server } from '../server.js';
 
-export type AppFactory = (server: Server) => Promise<AppHost>;
+export type AppFactory = (server: Server) => Promise<ServedApp>;
 
 /** Requests the primary answers itself when no worker takes traffic; returns false for the rest. */
 export type PrimaryRoutes = (request: IncomingMessage, response: ServerResponse) => boolean;

@@ -56,14 +56,14 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const channels = new PrimaryChannels(log);
   const local = decision.count === 0 ? await inProcessWorker(identity, events, channels) : undefined;
   const primary = new PrimaryRuntime({ config: resolved, manager: managerConnection, serverId, workerCount: decision.count, log, events, exec: options.exec, channels, local });
-  const host = new PrimaryFacade(primary, local);
+  const facade = new PrimaryFacade(primary, local);
   primary.handleWorkerRpc(FAILURE_REPORT_METHOD, (report) => data.authorize.reportedFailure(report));
   const storage = new StorageAuthority(channels, primary.answerWorkers, log.child({ component: 'storage' }));
   const ipc = primaryIpc({ identity, events, authorize: data.authorize }, primary, channels, local);
   const { automation, managed, local: localServers } = await openAutomationAndManager(identity, { ...data, secrets }, events, ipc.envelopes.request, managerConnection);
   if (managed.fleet) await bindParentKeys(identity, data);
   // State mirrors its saves through the manager.
-  const state = primaryState({ identity, events, authorize: data.authorize, host, db: data.db, storage, manager: managed.manager }, primary, channels, ipc, local);
+  const state = primaryState({ identity, events, authorize: data.authorize, facade, db: data.db, storage, manager: managed.manager }, primary, channels, ipc, local);
   events.on('organization.active', ({ organization_id }) => void managed.activation?.organizationActive(organization_id));
   const lifecycle = await openNodeLifecycle({
     config: resolved, serverId, log, db: data.db, secrets, platformOrganization: () => data.authorize.directory.platformOrganization(),
@@ -106,7 +106,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   });
   if (local) workerOverview(ipc.envelopes.handle, local);
   const tls = openPrimaryTls({ config: resolved, log, primary, mesh: mesh.mesh, handle: (method, handler) => ipc.envelopes.handle(method, handler) });
-  const server = new Server(identity, events, host, { ...data, storage, envelopes: ipc.envelopes, organizations: ipc.organizations, state, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository, https: tls.https });
+  const server = new Server(identity, events, facade, { ...data, storage, envelopes: ipc.envelopes, organizations: ipc.organizations, state, automation, mesh: mesh.mesh, manager: managed.manager, repository: lifecycle.repository, https: tls.https });
   for (const plugin of options.plugins ?? []) server.use(plugin);
 
   const fallbackRoutes: PrimaryRoutes | undefined = options.primaryRoutes ? await options.primaryRoutes(server) : undefined;

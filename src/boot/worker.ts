@@ -31,14 +31,14 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   // Failed authentications are counted by the primary, so a client address has one allowance per server.
   const failureLedger = { fail: (address: string) => runtime.rpc.call(FAILURE_REPORT_METHOD, { address }, 2_000) };
   const data = await openServerData(resolved, log, secrets, { sealAtStart: false, failureLedger });
-  const host = new WorkerFacade(runtime, Number(env[INTERNAL_ENV.total]));
+  const facade = new WorkerFacade(runtime, Number(env[INTERNAL_ENV.total]));
   const storage = new StorageReplica(runtime, log.child({ component: 'storage' }));
   const ipc = workerIpc({ identity, events, authorize: data.authorize }, runtime);
   const { automation, managed } = await openAutomationAndManager(identity, { ...data, secrets }, events, ipc.envelopes.request, managerConnection);
   // State mirrors its saves through the manager.
-  const state = workerState({ identity, events, authorize: data.authorize, host, db: data.db, storage, manager: managed.manager }, runtime, ipc);
+  const state = workerState({ identity, events, authorize: data.authorize, facade, db: data.db, storage, manager: managed.manager }, runtime, ipc);
   workerOverview(ipc.envelopes.handle, runtime);
-  const server = new Server(identity, events, host, { ...data, storage, envelopes: ipc.envelopes, organizations: ipc.organizations, state, automation, mesh: workerMesh(runtime), manager: managed.manager, https: workerHttps(resolved, runtime) });
+  const server = new Server(identity, events, facade, { ...data, storage, envelopes: ipc.envelopes, organizations: ipc.organizations, state, automation, mesh: workerMesh(runtime), manager: managed.manager, https: workerHttps(resolved, runtime) });
   runtime.onStopped(async () => {
     await managed.close();
     await data.db.close();

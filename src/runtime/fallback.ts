@@ -2,7 +2,7 @@ import { createServer as createHttpServer, type IncomingMessage, type ServerResp
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { errorBody } from '../errors.js';
-import { armConnectionChecks } from './app-host.js';
+import { armConnectionChecks } from './served-app.js';
 import { duplicatedHeader, duplicateHeaderMessage } from '../http/duplicate-headers.js';
 import { answerClientError } from '../http/raw-errors.js';
 import { REQUEST_ID_HEADER, requestIdFor } from '../http/request-id.js';

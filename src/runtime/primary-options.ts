@@ -3,7 +3,7 @@ import type { Logger } from '../logging/logger.js';
 import type { ResolvedConfig } from '../config/schema.js';
 import type { Clock } from './clock.js';
 import type { ServerEmitter } from './events.js';
-import type { AppHost } from './app-host.js';
+import type { ServedApp } from './served-app.js';
 import type { WorkerRuntime } from './worker.js';
 import type { PrimaryChannels } from './channels.js';
 import type { WorkerBoot } from './messages.js';
@@ -33,7 +33,7 @@ export interface PrimaryOptions {
 /** What the primary serves, given when it starts: built over the server object, which is built over it. */
 export interface PrimarySurface {
   /** Single-process mode: builds the app the primary serves itself. */
-  app?: () => Promise<AppHost>;
+  app?: () => Promise<ServedApp>;
   /** Requests the primary serves itself in fallback (e.g. `POST /control`). */
   fallbackRoutes?: (request: IncomingMessage, response: ServerResponse) => boolean;
   /** A running mesh peer's public URL, where the fallback redirects. */

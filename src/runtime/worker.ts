@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import type { Logger } from '../logging/logger.js';
 import type { ResolvedConfig } from '../config/schema.js';
-import type { AppHost } from './app-host.js';
+import type { ServedApp } from './served-app.js';
 import { ConnectionTracker } from './connections.js';
 import { startHeartbeat } from './heartbeat.js';
 import { isInternalMessage, type PrimaryToWorker, type WorkerToPrimary } from './messages.js';
@@ -28,7 +28,7 @@ export class WorkerRuntime {
   readonly connections = new ConnectionTracker();
   readonly incompleteHeaders: IncompleteHeaders;
   private currentStatus: WorkerStatus = 'starting';
-  private app: AppHost | undefined;
+  private app: ServedApp | undefined;
   private fleetReady = true;
   private stopping: Promise<void> | undefined;
   private inProcess = false;
@@ -125,7 +125,7 @@ export class WorkerRuntime {
   }
 
   /** Starts serving `app` and tells the primary this worker is ready. */
-  attach(app: AppHost): void {
+  attach(app: ServedApp): void {
     this.app = app;
     for (const server of [app.http, app.https]) {
       if (!server) continue;

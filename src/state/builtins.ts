@@ -3,7 +3,7 @@ import { IpcError, flagOf } from '../ipc/envelope.js';
 import type { ServerState } from './state.js';
 import { StorageError, type ClusterStorage, type JsonValue } from '../storage/index.js';
 
-interface BuiltinHost {
+interface BuiltinDeps {
   readonly id: string;
   readonly workerId: number;
   readonly isPrimary: boolean;
@@ -42,21 +42,21 @@ function explainAbsentMethods(handlers: HandlerRegistry, isPrimary: boolean): vo
 }
 
 /** SPEC 5.4: the handlers every process answers. */
-export function registerBuiltins(handlers: HandlerRegistry, host: BuiltinHost): void {
-  explainAbsentMethods(handlers, host.isPrimary);
-  handlers.handle('status', () => ({ server: host.id, ...host.describe(), rssBytes: process.memoryUsage.rss() }));
-  handlers.handle('cordon', (data) => host.state.cordon(flag(data)));
-  handlers.handle('drain', (data) => host.state.drain(flag(data)));
+export function registerBuiltins(handlers: HandlerRegistry, deps: BuiltinDeps): void {
+  explainAbsentMethods(handlers, deps.isPrimary);
+  handlers.handle('status', () => ({ server: deps.id, ...deps.describe(), rssBytes: process.memoryUsage.rss() }));
+  handlers.handle('cordon', (data) => deps.state.cordon(flag(data)));
+  handlers.handle('drain', (data) => deps.state.drain(flag(data)));
   handlers.handle('shed', (data) => {
     const organizations = data === false ? false : Array.isArray(data) ? data : (data as { organizations?: unknown })?.organizations;
-    return host.state.shed(organizations as string[] | false);
+    return deps.state.shed(organizations as string[] | false);
   });
   handlers.handle('restart', (data) => {
     const { isPrimary, handover } = (data ?? {}) as { isPrimary?: unknown; handover?: unknown };
-    return host.state.restart({ isPrimary: Boolean(isPrimary), handover: handover === true });
+    return deps.state.restart({ isPrimary: Boolean(isPrimary), handover: handover === true });
   });
-  handlers.handle('reboot', (_data, envelope) => host.state.reboot(envelope.confirm));
-  handlers.handle('shutdown', (_data, envelope) => host.state.shutdown(envelope.confirm));
+  handlers.handle('reboot', (_data, envelope) => deps.state.reboot(envelope.confirm));
+  handlers.handle('shutdown', (_data, envelope) => deps.state.shutdown(envelope.confirm));
 
   // Storage over envelopes, answered from this process's replica (or the authority in the primary).
   const storageCall = async <T>(run: () => Promise<T>): Promise<T> => {
@@ -72,8 +72,8 @@ export function registerBuiltins(handlers: HandlerRegistry, host: BuiltinHost): 
     if (typeof key !== 'string') throw new IpcError('bad_request', 'data.key must be a string', 'data.key');
     return key;
   };
-  handlers.handle('storage.get', async (data) => ({ key: keyOf(data), value: (await host.storage.get(keyOf(data))) ?? null }));
-  handlers.handle('storage.set', (data) => storageCall(async () => ({ revision: await host.storage.set(keyOf(data), (data as { value: JsonValue }).value) })));
-  handlers.handle('storage.delete', (data) => storageCall(async () => ({ deleted: await host.storage.delete(keyOf(data)) })));
-  handlers.handle('storage.keys', async () => ({ keys: await host.storage.keys() }));
+  handlers.handle('storage.get', async (data) => ({ key: keyOf(data), value: (await deps.storage.get(keyOf(data))) ?? null }));
+  handlers.handle('storage.set', (data) => storageCall(async () => ({ revision: await deps.storage.set(keyOf(data), (data as { value: JsonValue }).value) })));
+  handlers.handle('storage.delete', (data) => storageCall(async () => ({ deleted: await deps.storage.delete(keyOf(data)) })));
+  handlers.handle('storage.keys', async () => ({ keys: await deps.storage.keys() }));
 }

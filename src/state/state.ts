@@ -20,7 +20,8 @@ export interface WorkerStateTarget {
   worker?: number;
 }
 
-interface StateHost {
+/** What the state controls act through: this process's identity, runtime, store and the services they tell. */
+interface ServerStateDeps {
   readonly id: string;
   readonly config: ResolvedConfig;
   readonly log: Logger;
@@ -47,13 +48,13 @@ export class ServerState {
   private masterSection: (() => Record<string, unknown>) | undefined;
 
   constructor(
-    private readonly host: StateHost,
+    private readonly deps: ServerStateDeps,
     private readonly channels?: PrimaryChannels,
   ) {
     // A worker is told the current list as soon as it listens; every change after that is confirmed by each
     // worker (see `pushShed`).
     channels?.onConnect((endpoint) => endpoint.rpc.notify(SHED_METHOD, { organizations: [...this.shedOrganizations], initial: true }));
-    const worker = host.workerRuntime;
+    const worker = deps.workerRuntime;
     if (worker) {
       let synced!: () => void;
       const firstList = new Promise<void>((resolve) => (synced = resolve));
@@ -72,7 +73,7 @@ export class ServerState {
   }
 
   get status(): ServerStatus | WorkerStatus {
-    return this.host.status;
+    return this.deps.status;
   }
 
   /** Organizations whose traffic this server turns away with the fallback (SPEC 3.4). */
@@ -95,14 +96,14 @@ export class ServerState {
   }
 
   async cordon(value: boolean, target?: WorkerStateTarget): Promise<unknown> {
-    const { primaryRuntime, workerRuntime } = this.host;
+    const { primaryRuntime, workerRuntime } = this.deps;
     if (primaryRuntime) return primaryRuntime.setWorkerState('cordon', value, target?.worker);
     const [status] = await this.throughPrimary('cordon', value);
     return { worker: workerRuntime!.workerId, status };
   }
 
   async drain(value: boolean, target?: WorkerStateTarget): Promise<unknown> {
-    const { primaryRuntime, workerRuntime } = this.host;
+    const { primaryRuntime, workerRuntime } = this.deps;
     if (primaryRuntime) return primaryRuntime.setWorkerState('drain', value, target?.worker);
     const [result] = await this.throughPrimary('drain', value);
     return { worker: workerRuntime!.workerId, ...(typeof result === 'object' && result !== null ? result : { status: result }) };
@@ -114,7 +115,7 @@ export class ServerState {
    * readiness grace whichever way it was asked for, and concurrent requests are checked one after the other.
    */
   private throughPrimary(action: 'cordon' | 'drain', value: boolean): Promise<unknown[]> {
-    const { config, workerRuntime } = this.host;
+    const { config, workerRuntime } = this.deps;
     const timeoutMs = config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000;
     return workerRuntime!.rpc.call('primary.workerState', { action, value }, timeoutMs);
   }
@@ -125,7 +126,7 @@ export class ServerState {
     if (!Array.isArray(list) || list.some((id) => typeof id !== 'string' || id.length === 0 || id.length > 128)) {
       throw new IpcError('bad_request', 'shed takes a list of organization ids or false', 'data');
     }
-    const { workerRuntime } = this.host;
+    const { workerRuntime } = this.deps;
     if (!this.channels && workerRuntime) {
       await workerRuntime.rpc.call('primary.shed', { organizations: list });
       return list;
@@ -145,7 +146,7 @@ export class ServerState {
    */
   async applyShed(organizations: string[]): Promise<string[]> {
     this.replaceShed(organizations);
-    this.host.log.info({ organizations }, organizations.length ? 'shedding organizations' : 'shedding ended');
+    this.deps.log.info({ organizations }, organizations.length ? 'shedding organizations' : 'shedding ended');
     await this.pushShed(organizations);
     this.announceShed();
     return organizations;
@@ -153,7 +154,7 @@ export class ServerState {
 
   private announceShed(): void {
     const organizations = [...this.shedOrganizations];
-    this.host.events?.emitSafe('shed', { organizations: organizations.length > 0 ? organizations : false });
+    this.deps.events?.emitSafe('shed', { organizations: organizations.length > 0 ? organizations : false });
   }
 
   private async pushShed(organizations: string[]): Promise<void> {
@@ -162,7 +163,7 @@ export class ServerState {
     const confirmed = await Promise.allSettled(endpoints.map((endpoint) => endpoint.rpc.call(SHED_METHOD, { organizations }, SHED_ACK_TIMEOUT_MS)));
     // A worker that exited meanwhile serves nobody; one still there that did not confirm is told of.
     const late = endpoints.filter((endpoint, index) => confirmed[index].status === 'rejected' && endpoint.connected);
-    if (late.length > 0) this.host.log.warn({ workers: late.map((endpoint) => endpoint.workerId) }, 'workers did not confirm the shed list in time');
+    if (late.length > 0) this.deps.log.warn({ workers: late.map((endpoint) => endpoint.workerId) }, 'workers did not confirm the shed list in time');
   }
 
   /**
@@ -171,7 +172,7 @@ export class ServerState {
    * the service manager starts it again; with `handover` a hand-over to a new primary (SPEC 1.10).
    */
   async restart(options: { isPrimary?: boolean; handover?: boolean } = {}): Promise<unknown> {
-    const { primaryRuntime, workerRuntime, config } = this.host;
+    const { primaryRuntime, workerRuntime, config } = this.deps;
     if (options.handover) {
       // SPEC 1.10: answered once the new primary serves, or with the reason this one keeps serving.
       if (!primaryRuntime) throw new IpcError('bad_request', 'a hand-over is the primary\'s: address it with master: true');
@@ -181,11 +182,11 @@ export class ServerState {
     }
     if (workerRuntime && !primaryRuntime) return workerRuntime.rpc.call('primary.recycleWorker', { pid: process.pid });
     if (options.isPrimary) {
-      this.host.log.warn('primary restart requested: stopping gracefully');
+      this.deps.log.warn('primary restart requested: stopping gracefully');
       setImmediate(() => void primaryRuntime!.shutdown('restart').then(() => process.exit(config.lifecycle.restartExitCode)));
       return { restarting: true, exitCode: config.lifecycle.restartExitCode };
     }
-    void primaryRuntime!.restartWorkers({ reason: 'restart requested' }).catch((error) => this.host.log.error({ err: error }, 'rolling restart failed'));
+    void primaryRuntime!.restartWorkers({ reason: 'restart requested' }).catch((error) => this.deps.log.error({ err: error }, 'rolling restart failed'));
     return { restarting: 'workers' };
   }
 
@@ -196,11 +197,11 @@ export class ServerState {
 
   /** SPEC 7.4: writes this process's section of its `servers` document (primary: `master`; worker: `workers.<id>`). */
   async save(): Promise<InventorySaveResult> {
-    const { db, id, config, primaryRuntime, workerRuntime } = this.host;
+    const { db, id, config, primaryRuntime, workerRuntime } = this.deps;
     if (!db) throw new IpcError('unavailable', 'this process has no store');
     if (primaryRuntime) {
       const section = this.masterSection?.() ?? { status: primaryRuntime.status === 'stopping' ? 'stopped' : 'running', pid: process.pid };
-      const owner = (await this.host.authorize?.directory.platformOrganization()) ?? undefined;
+      const owner = (await this.deps.authorize?.directory.platformOrganization()) ?? undefined;
       return this.mirrored('master', section, await saveInventorySection(db, id, config.server.cluster, 'master', section, owner));
     }
     const section = `workers.${workerRuntime!.workerId}`;
@@ -210,7 +211,7 @@ export class ServerState {
 
   /** A save that was written goes to the manager once; a skipped one (terminating, failed) does not. */
   private mirrored(section: string, fields: Record<string, unknown>, result: InventorySaveResult): InventorySaveResult {
-    if (result.saved) this.host.manager?.mirrorSave(this.host.id, this.host.config.server.cluster, section, fields);
+    if (result.saved) this.deps.manager?.mirrorSave(this.deps.id, this.deps.config.server.cluster, section, fields);
     return result;
   }
 
@@ -228,16 +229,16 @@ export class ServerState {
    * first: no reply could come back after it.
    */
   private async hostCommand(kind: 'reboot' | 'shutdown', confirm: unknown): Promise<unknown> {
-    const { config, id, primaryRuntime } = this.host;
+    const { config, id, primaryRuntime } = this.deps;
     if (!primaryRuntime) throw new IpcError('bad_request', `${kind} is handled by the primary: address it with master: true`);
     assertHostControlAllowed(config.lifecycle, id, confirm);
     const argv = kind === 'reboot' ? config.lifecycle.rebootCommand : config.lifecycle.shutdownCommand;
-    this.host.log.warn({ command: argv[0] }, `host ${kind} confirmed: stopping gracefully, then running the configured command`);
+    this.deps.log.warn({ command: argv[0] }, `host ${kind} confirmed: stopping gracefully, then running the configured command`);
     setImmediate(() => {
       void primaryRuntime.shutdown(kind).then(async () => {
         const outcome = await runHostCommand(argv);
-        if (outcome.code !== 0) this.host.log.error({ code: outcome.code, stderr: outcome.stderr }, `host ${kind} command failed`);
-        else this.host.log.warn(`host ${kind} command ran`);
+        if (outcome.code !== 0) this.deps.log.error({ code: outcome.code, stderr: outcome.stderr }, `host ${kind} command failed`);
+        else this.deps.log.warn(`host ${kind} command ran`);
         process.exit(outcome.code === 0 ? 0 : 1);
       });
     });

@@ -17,7 +17,7 @@ export interface Automation {
 }
 
 /** What the services need from the server object; read when used, since IPC is attached after them. */
-export interface AutomationHost {
+export interface AutomationDeps {
   db: Store | undefined;
   log: Logger;
   /** Opens provider and webhook secrets sealed at rest. */
@@ -30,15 +30,15 @@ export interface AutomationHost {
   builtinProviders?: Readonly<Record<string, BuiltinProvider>>;
 }
 
-export function openAutomation(host: AutomationHost): Automation {
-  const api = new ApiService(host.db, host.log.child({ component: 'api' }), host.secrets);
-  const isPlatform = async (organizationId: string) => (await host.authorize?.directory.platformOrganization()) === organizationId;
+export function openAutomation(deps: AutomationDeps): Automation {
+  const api = new ApiService(deps.db, deps.log.child({ component: 'api' }), deps.secrets);
+  const isPlatform = async (organizationId: string) => (await deps.authorize?.directory.platformOrganization()) === organizationId;
   const send = (envelope: unknown, options?: ApiCallOptions) => api.send(envelope, options);
-  const providers = host.builtinProviders ? withBuiltinProviders(send, host.builtinProviders, isPlatform) : send;
-  const workflow = new WorkflowService({ store: host.db, api: { send: providers }, request: (envelope, options) => host.request(envelope, options), isPlatform });
-  const webhooks = new WebhookService({ store: host.db, workflow, log: host.log.child({ component: 'webhooks' }), secrets: host.secrets });
+  const providers = deps.builtinProviders ? withBuiltinProviders(send, deps.builtinProviders, isPlatform) : send;
+  const workflow = new WorkflowService({ store: deps.db, api: { send: providers }, request: (envelope, options) => deps.request(envelope, options), isPlatform });
+  const webhooks = new WebhookService({ store: deps.db, workflow, log: deps.log.child({ component: 'webhooks' }), secrets: deps.secrets });
   // SPEC 5.5: everything held for an inactive organization is released: pools, compiled definitions.
-  host.on?.('organization.inactive', ({ organization_id }) => {
+  deps.on?.('organization.inactive', ({ organization_id }) => {
     api.organizationInactive(organization_id);
     workflow.organizationInactive(organization_id);
     webhooks.organizationInactive(organization_id);

@@ -22,7 +22,7 @@ export function armConnectionChecks(server: HttpServer | HttpsServer): void {
  * What a worker (or the primary in single-process mode) serves: HTTP servers that never listen themselves —
  * the primary hands them accepted connections — and a way to close the application.
  */
-export interface AppHost {
+export interface ServedApp {
   http: HttpServer;
   https?: HttpsServer;
   close(): Promise<void>;
