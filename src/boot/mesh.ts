@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import type { ServerIdentity } from '../server.js';
 import type { Store } from '../db/types.js';
 import type { Authorizer } from '../auth/authorize.js';
@@ -11,6 +10,7 @@ import type { OrganizationPresence } from '../state/organizations.js';
 import { Mesh, type MeshApi, type MeshMessage } from '../mesh/mesh.js';
 import { SERVERS } from '../inventory/records.js';
 import { runningPeers } from '../inventory/servers.js';
+import { ServerMembership } from '../inventory/membership.js';
 import { meshCloseCode, meshSettings, meshUrl, publicUrl } from '../mesh/settings.js';
 import { onFleetReady } from '../lifecycle/startup-readiness.js';
 import { IpcError } from '../ipc/envelope.js';
@@ -26,8 +26,8 @@ export interface PrimaryMesh {
 
 /**
  * Builds the primary's mesh and wires it in: the router forwards through it, workers reach it over RPC,
- * organization changes are advertised, `state.save` writes the `master` inventory section it announces,
- * and shutdown closes every link with 1000 (or 1012 for a restart) once the workers are gone.
+ * organization changes are advertised, the server's inventory record (`ServerMembership`) says where peers reach
+ * it, and shutdown closes every link with 1000 (or 1012 for a restart) once the workers are gone.
  */
 export interface PrimaryMeshDeps {
   identity: ServerIdentity;
@@ -48,31 +48,24 @@ export interface PrimaryMeshDeps {
 export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMesh> {
   const { identity, events, primary, router, db, authorize, state, organizations } = deps;
   const { config, log } = identity;
-  let settings = meshSettings(config);
   const cluster = config.server.cluster;
-  const startedAt = new Date().toISOString();
   const meshLog = log.child({ component: 'mesh' });
+  const configured = meshSettings(config);
   // `mesh.tls.mode: "auto"`: the cluster's CA issues this server's certificate before the mesh port is bound.
-  let mesh: Mesh | undefined;
   const certificates =
-    settings.active && settings.auto
+    configured.active && configured.auto
       ? await (await import('../tls/mesh-certificates.js')).MeshCertificates.start({
           store: db, secrets: deps.secrets, cluster, serverId: identity.id, lifetimeMs: config.mesh.tls.lifetimeMs, log: meshLog,
-          renewed: (material) => mesh?.setTls(material),
-          revocations: () => mesh?.recheckLinks(),
         })
       : undefined;
-  if (certificates) {
-    settings = { ...settings, tls: certificates.material };
-    primary.onShutdown(() => certificates.close());
-  }
+  const settings = certificates ? { ...configured, tls: certificates.material } : configured;
   deps.handle('tls.revoke', (serial) => {
     if (!certificates) throw new IpcError('bad_request', 'mesh certificates are revoked in mesh.tls.mode "auto" only (with files, take the certificate out of the CA you manage)');
     return certificates.revoke(serial).catch((error: unknown) => {
       throw error instanceof TypeError ? new IpcError('bad_request', error.message) : error;
     });
   });
-  mesh = new Mesh({
+  const mesh = new Mesh({
     serverId: identity.id,
     cluster,
     config: config.mesh,
@@ -86,45 +79,39 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     inventoryToken: () => db.changeToken([SERVERS]),
     peerCheck: certificates?.peerCheck,
   });
+  if (certificates) {
+    certificates.on('renewed', (material) => mesh.setTls(material));
+    certificates.on('revocations', () => mesh.recheckLinks());
+    primary.onShutdown(() => certificates.close());
+  }
   router.forwarder = mesh;
   events.on('organization.active', ({ organization_id }) => mesh.organizationActive(organization_id));
   events.on('organization.inactive', ({ organization_id }) => mesh.organizationInactive(organization_id));
   primary.handleWorkerRpc('primary.mesh.send', (params) => mesh.send(params as MeshMessage));
   primary.handleWorkerRpc('primary.mesh.peers', () => mesh.peers());
 
-  let leaving = false;
-  let joined = false;
-  // When the workers first all served: a `running` record may be seen before, while they still boot. The
-  // autoscaler counts a server as confirmed from here (null until then; a record without it predates it).
-  let servingSince: string | null = null;
-  const stopListening = onFleetReady({ on: (event, listener) => events.on(event, listener), off: (event, listener) => events.off(event, listener), fleetHealth: () => primary.getFleetHealth() }, () => {
-    if (servingSince !== null || leaving) return;
-    servingSince = new Date().toISOString();
-    if (joined) void state.save().catch((error: unknown) => meshLog.error({ err: error }, 'inventory record not marked serving'));
-  });
+  // This server's record in the inventory, which peers discover it by.
+  const membership = new ServerMembership(
+    {
+      get status() {
+        return primary.status;
+      },
+      get workerCount() {
+        return primary.workerCount;
+      },
+      publicUrl: () => publicUrl(config, primary.ports) ?? null,
+      meshUrl: () => mesh.url ?? null,
+    },
+    state,
+    meshLog,
+  );
+  const stopListening = onFleetReady({ on: (event, listener) => events.on(event, listener), off: (event, listener) => events.off(event, listener), fleetHealth: () => primary.getFleetHealth() }, () => membership.serving());
   await mesh.listen(deps.inheritedSocket);
-  state.describeInventory(() => ({
-    // `stopping` covers the whole graceful shutdown: peers stop dialing a server that is leaving.
-    status: leaving || primary.status === 'stopping' ? 'stopped' : 'running',
-    pid: process.pid,
-    hostname: hostname(),
-    publicUrl: publicUrl(config, primary.ports),
-    meshUrl: mesh.url ?? null,
-    workers: primary.workerCount,
-    startedAt,
-    servingSince,
-    updatedAt: new Date().toISOString(),
-  }));
-
   primary.onShutdown(async () => {
-    leaving = true;
     stopListening();
+    // Peers stop dialing a server that is leaving.
     mesh.beginShutdown();
-    try {
-      await state.save();
-    } catch (error) {
-      meshLog.error({ err: error }, 'inventory record not marked stopped');
-    }
+    await membership.leave();
   });
   // Last step of the shutdown (SPEC 1.5): links carried envelopes while workers drained.
   events.on('shutdown:complete', ({ signal }) => mesh.close(meshCloseCode(signal)));
@@ -132,12 +119,7 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
   return {
     mesh,
     async join() {
-      joined = true;
-      try {
-        await state.save();
-      } catch (error) {
-        meshLog.error({ err: error }, 'inventory record not written: peers will not discover this server');
-      }
+      await membership.join();
       mesh.join();
       if (mesh.url) meshLog.info({ url: mesh.url, cluster }, 'mesh listening');
     },

@@ -3,6 +3,7 @@ import type { SecretKeyring } from '../secrets/keyring.js';
 import type { PeerCertificateCheck } from '../mesh/settings.js';
 import type { MutualTls } from './material.js';
 import { MeshAuthority, type Issued } from './mesh-authority.js';
+import { SafeEmitter } from '../events/safe-emitter.js';
 
 export interface MeshCertificatesDeps {
   store: Store;
@@ -11,24 +12,28 @@ export interface MeshCertificatesDeps {
   serverId: string;
   /** `mesh.tls.lifetimeMs`. */
   lifetimeMs: number;
-  /** Gives the mesh a renewed certificate (links already open keep theirs). */
-  renewed(material: MutualTls): void;
-  /** The cluster's revoked serials changed: the mesh checks its open links again. */
-  revocations?(): void;
-  log: { info(details: object, message: string): void; warn(details: object, message: string): void };
+  log: { info(details: object, message: string): void; warn(details: object, message: string): void; error(details: object, message: string): void };
   /** How often the revoked serials are read again (default 5 s). */
   refreshMs?: number;
 }
 
 const SERIAL = /^[0-9A-Fa-f]{1,64}$/;
 
+/** What the certificates tell the mesh. */
+export interface MeshCertificateEvents {
+  /** A renewed certificate for new links (links already open keep theirs). */
+  renewed: [material: MutualTls];
+  /** The cluster's revoked serials changed: open links are to be checked again. */
+  revocations: [];
+}
+
 /**
  * This server's mesh certificate in `mesh.tls.mode: "auto"`: issued by the cluster's CA at start, renewed when a
  * third of its lifetime is left (a renewal that fails is tried again within a minute, long before the
  * certificate expires), and the check of every peer's certificate: it names the server the link claims, and its
- * serial is not on the cluster's revoked list.
+ * serial is not on the cluster's revoked list. Renewals and revocations are events (`MeshCertificateEvents`).
  */
-export class MeshCertificates {
+export class MeshCertificates extends SafeEmitter<MeshCertificateEvents> {
   private current: Issued;
   private renewTimer: NodeJS.Timeout | undefined;
   private readonly refreshTimer: NodeJS.Timeout;
@@ -40,6 +45,7 @@ export class MeshCertificates {
     private readonly authority: MeshAuthority,
     first: Issued,
   ) {
+    super((event, error) => deps.log.error({ err: error, event }, 'mesh certificate listener failed'));
     this.current = first;
     this.schedule(this.renewalDelayMs());
     this.refreshTimer = setInterval(
@@ -90,7 +96,7 @@ export class MeshCertificates {
    */
   private revocationsRead(changed: boolean): void {
     if (!changed || this.closed) return;
-    this.deps.revocations?.();
+    this.emitSafe('revocations');
     if (!this.authority.revoked(this.current.serial) || this.renewing) return;
     this.deps.log.warn({ serial: this.current.serial }, "this server's mesh certificate was revoked: renewing it now");
     if (this.renewTimer) clearTimeout(this.renewTimer);
@@ -119,7 +125,7 @@ export class MeshCertificates {
       const next = await this.authority.issue({ name: this.deps.serverId, lifetimeMs: this.deps.lifetimeMs });
       if (this.closed) return;
       this.current = next;
-      this.deps.renewed(next.material);
+      this.emitSafe('renewed', next.material);
       this.deps.log.info({ serial: next.serial, validTo: next.validTo }, 'mesh certificate renewed');
       this.schedule(this.renewalDelayMs());
     } catch (error) {
