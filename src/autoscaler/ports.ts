@@ -54,6 +54,12 @@ export interface AutoscalerDeps {
   clock: Clock;
   intervalMs: number;
   sweepIntervalMs: number;
+  /**
+   * Between a removed node's `terminating` record and the provider request: the drained node still answers 307
+   * to its peers this long, so clients that follow the inventory or the redirect have moved before it goes
+   * (this server's readiness grace; 0 = none).
+   */
+  removalNoticeMs?: number;
   /** This server's load (primary and workers), or undefined when no process could be read. */
   sample(): Sample | undefined;
   inventory: InventoryReader;

@@ -207,12 +207,14 @@ export class Autoscaler {
     }
   }
 
-  /** Drain, commit `terminating`, the provider request, then the node's shutdown (SPEC 14.4). */
+  /** Drain, commit `terminating`, the notice, the provider request, then the node's shutdown (SPEC 14.4). */
   private async scaleIn(serverId: string): Promise<void> {
     const { actions } = this.deps;
     let cancelled = false;
+    let endNotice: (() => void) | undefined;
     this.cancelAction = () => {
       cancelled = true;
+      endNotice?.();
     };
     let drained: boolean;
     try {
@@ -228,6 +230,14 @@ export class Autoscaler {
       throw new Cancelled('stopped during the drain');
     }
     await actions.setStatus(serverId, 'terminating');
+    // The notice: the drained node answers 307, and its record says it is going. A stop or a lost lease ends it early.
+    const noticeMs = this.deps.removalNoticeMs ?? 0;
+    if (noticeMs > 0 && !cancelled) {
+      await new Promise<void>((resolve) => {
+        const cancelTimer = this.deps.clock.setTimeout(resolve, noticeMs);
+        endNotice = () => (cancelTimer(), resolve());
+      });
+    }
     if (cancelled) {
       await actions.setStatus(serverId, 'running');
       await actions.undrain(serverId);

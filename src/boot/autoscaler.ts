@@ -128,6 +128,8 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     lease,
     intervalMs: config.autoscaler.intervalMs,
     sweepIntervalMs: config.autoscaler.sweepIntervalMs,
+    // As long as load balancers are given to notice a draining node, so are clients told by the inventory.
+    removalNoticeMs: config.lifecycle.readinessGraceMs,
     sample: () => sampler.sample([process.pid, ...pids.values()]),
     inventory: {
       nodes: async () => (await servers().find({ cluster_id: cluster }, { limit: 0 })).map(clusterNode),

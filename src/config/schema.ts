@@ -169,7 +169,7 @@ export const ConfigSchema = Type.Object(
         rebootCommand: Type.Array(Type.String(), { minItems: 1, default: ['systemctl', 'reboot'], description: 'argv run by a confirmed reboot (no shell)' }),
         shutdownCommand: Type.Array(Type.String(), { minItems: 1, default: ['systemctl', 'poweroff'], description: 'argv run by a confirmed shutdown (no shell)' }),
         restartExitCode: Type.Integer({ minimum: 1, maximum: 255, default: 75, description: 'Exit code of a primary restart, so the service manager starts it again' }),
-        readinessGraceMs: Ms(5_000, 'Before the last serving workers are cordoned, drained or stopped, /readyz answers 503 this long while traffic is still served (0 = off)'),
+        readinessGraceMs: Ms(5_000, 'Before the last serving workers are cordoned, drained or stopped, /readyz answers 503 this long while traffic is still served; the autoscaler also waits this long between a removed server\'s terminating record and the provider request (0 = off)'),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -40,7 +40,7 @@ interface Fleet {
 }
 
 /** A cluster as the deciding server `a` sees it: fake inventory, peers, provider and clock. */
-function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Partial<ScaleActions>; policy?: Record<string, unknown>; clock?: FakeClock; cluster?: string } = {}): Fleet {
+function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Partial<ScaleActions>; policy?: Record<string, unknown>; clock?: FakeClock; cluster?: string; removalNoticeMs?: number } = {}): Fleet {
   const clock = options.clock ?? new FakeClock(1_000_000);
   const lease = new StoreLease({ store, name: `decider:${options.cluster ?? `cluster-${clusters++}`}`, owner: options.serverId ?? 'a', ttlMs: LEASE_TTL, maxClockSkewMs: 500, clock });
   const steps: string[] = [];
@@ -78,6 +78,7 @@ function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Pa
     clock,
     intervalMs: INTERVAL,
     sweepIntervalMs: SWEEP,
+    ...(options.removalNoticeMs === undefined ? {} : { removalNoticeMs: options.removalNoticeMs }),
     sample: () => ({ at: clock.now(), ...load }),
     inventory: {
       nodes: async () => {
@@ -132,6 +133,37 @@ t.test('scale-in: drain, terminating committed, provider request, shutdown, in t
   await run(f, INTERVAL);
   t.same(f.steps, ['gather b', 'drain b', 'status b terminating', 'terminate b', 'shutdown b']);
   t.match((await f.scaler.status()).lastAction, { action: 'scale-in', reason: 'idle', serverId: 'b', outcome: 'done' });
+});
+
+t.test('scale-in with a removal notice: the provider is asked only once the notice has passed since terminating was committed', async (t) => {
+  const NOTICE = 2_000;
+  const f = fleet({ removalNoticeMs: NOTICE });
+  f.scaler.start();
+  t.teardown(() => f.scaler.stop());
+  f.load.cpu = 5;
+  f.load.memory = 5;
+  await f.clock.advanceAsync(INTERVAL);
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating'], 'drained and recorded terminating, the provider not asked yet');
+  await f.clock.advanceAsync(NOTICE - 1);
+  t.notOk(f.steps.includes('terminate b'), 'not before the whole notice');
+  await f.clock.advanceAsync(1);
+  await f.scaler.settled();
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating', 'terminate b', 'shutdown b']);
+  t.match((await f.scaler.status()).lastAction, { action: 'scale-in', serverId: 'b', outcome: 'done' });
+});
+
+t.test('stopped during the removal notice: the notice ends at once, the node goes back to running and into service, no provider request', async (t) => {
+  const f = fleet({ removalNoticeMs: 60_000 });
+  f.scaler.start();
+  f.load.cpu = 5;
+  f.load.memory = 5;
+  await f.clock.advanceAsync(INTERVAL);
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating']);
+  // No time passes: the stop itself ends the notice.
+  await f.scaler.stop();
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating', 'status b running', 'undrain b']);
+  t.equal(f.nodes.find((node) => node.id === 'b')?.status, 'running');
+  t.match((await f.scaler.status()).lastAction, { outcome: 'cancelled', error: 'stopped before the provider request' });
 });
 
 t.test('only the holder of the decider lease decides, whatever its id; the others only sample', async (t) => {
