@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// Where each microsecond of an envelope request goes, kernel included, against its bare baseline at the same
-// request rate. bench/envelope-profile.mjs samples V8's own profiler, which cannot see inside system calls and
+// Where each microsecond of an envelope request goes, kernel included, against a baseline at the same request
+// rate: the hand-written peer P of bench/envelope.mjs (bench/fixtures/peer-service.mjs), or with BENCH_BASELINE=bare
+// the bare route (the limit L). bench/envelope-profile.mjs samples V8's own profiler, which cannot see inside system calls and
 // counts a process that waits to be scheduled as running; this one samples the serving thread with Linux `perf`
 // (`perf record -g`, call graphs through the kernel and through JIT code named by `--perf-basic-prof`).
 //
-// For each route, a single-process Fleetplane (`workers: 0`) and the bare baseline of bench/envelope.mjs are
+// For each route, a single-process Fleetplane (`workers: 0`) and the baseline (GET /healthz: always the bare one) are
 // each pinned to CPU 1 with the load generator (autocannon, in this process) on CPU 0, and loaded at the same
 // rate: a share of what Fleetplane sustains. At the same rate both sides get the same batching from the event
 // loop and the same wake-ups from the client, so the difference is per-request work. Each sample is charged to
@@ -35,6 +36,10 @@ const settings = {
   frequencyHz: 2000,
 };
 const ROUTES = ENVELOPE_ROUTES;
+/** What Fleetplane is set against: the hand-written peer P (default) or the bare route; `healthz` has only the bare one. */
+const BASELINE = process.env.BENCH_BASELINE ?? 'peer';
+if (!['peer', 'bare'].includes(BASELINE)) throw new Error(`BENCH_BASELINE: "${BASELINE}" is neither peer nor bare`);
+const baselineOf = (name) => (BASELINE === 'peer' && ROUTES[name].peer ? 'peer' : 'bare');
 const routeNames = (process.env.BENCH_ROUTES ?? Object.keys(ROUTES).join(',')).split(',').filter(Boolean);
 for (const name of routeNames) if (!ROUTES[name]) throw new Error(`BENCH_ROUTES: unknown route "${name}" (known: ${Object.keys(ROUTES).join(', ')})`);
 
@@ -252,13 +257,13 @@ function medianRun(runs) {
   };
 }
 
-function section(name, { candidate, baseline }) {
+function section(name, { baselineKind, candidate, baseline }) {
   const areas = [...new Set([...Object.keys(candidate.areas), ...Object.keys(baseline.areas)])]
     .map((area) => ({ area, candidate: candidate.areas[area] ?? 0, baseline: baseline.areas[area] ?? 0 }))
     .map((row) => ({ ...row, difference: round2(row.candidate - row.baseline) }))
     .sort((a, b) => b.difference - a.difference);
   return [
-    `## ${ROUTES[name].what} (baseline: ${ROUTES[name].bare})`,
+    `## ${ROUTES[name].what} (baseline: ${baselineKind === 'peer' ? ROUTES[name].peer : ROUTES[name].bare})`,
     '',
     `Both at ${candidate.rate} req/s (${Math.round(settings.rateShare * 100)} % of what Fleetplane sustained in the first run; medians over the runs: Fleetplane sustained ${candidate.sustainedRequestsPerSecond} req/s, the baseline ${baseline.sustainedRequestsPerSecond}). Fleetplane: ${candidate.requests} requests, ${candidate.samples} samples, ${candidate.cpuUsPerRequest} µs/request (runs ${candidate.cpuUsPerRequestRuns.join(', ')}) of which kernel ${candidate.systemUsPerRequest}. Baseline: ${baseline.requests} requests, ${baseline.samples} samples, ${baseline.cpuUsPerRequest} µs/request (runs ${baseline.cpuUsPerRequestRuns.join(', ')}) of which kernel ${baseline.systemUsPerRequest}. Each row is the median of its runs, so the rows need not add up to the total exactly.`,
     '',
@@ -301,10 +306,11 @@ try {
       // Every run of both sides at the rate the first run found, so that all of them compare.
       const rate = runs.candidate[0]?.rate;
       for (const side of run % 2 === 0 ? ['candidate', 'baseline'] : ['baseline', 'candidate']) {
-        runs[side].push(await measureSide(name, side, data, upstreamPort, side === 'baseline' ? (rate ?? runs.candidate[0]?.rate) : rate));
+        const started = side === 'baseline' && baselineOf(name) === 'peer' ? 'peer' : side;
+        runs[side].push(await measureSide(name, started, data, upstreamPort, side === 'baseline' ? (rate ?? runs.candidate[0]?.rate) : rate));
       }
     }
-    routes[name] = { candidate: medianRun(runs.candidate), baseline: medianRun(runs.baseline), runs };
+    routes[name] = { baselineKind: baselineOf(name), candidate: medianRun(runs.candidate), baseline: medianRun(runs.baseline), runs };
   }
   await upstream.stop();
 
@@ -316,7 +322,7 @@ try {
   const md = [
     '# Envelope routes: every microsecond, kernel included',
     '',
-    `Single-process Fleetplane (\`workers: 0\`) and the bare baseline of bench/envelope.mjs, each pinned to CPU 1, loaded by autocannon pinned to CPU 0 (${settings.connections} keep-alive connections) at the same request rate, and sampled with \`perf record -g -F ${settings.frequencyHz}\` on the serving thread for ${settings.durationS} s, ${settings.runs} runs of each side in alternation; Node ${process.version}, ${environment.perf}. A sample is charged to the innermost frame of a module (a Fleetplane file under dist/ or a package), else to what Node, V8 or the kernel were doing; a share of the samples times the serving thread's CPU per request (from /proc) gives µs per request. Rows sorted by the difference. Produced by \`node bench/envelope-perf.mjs\`.`,
+    `Single-process Fleetplane (\`workers: 0\`, no access log: \`log.requests\` is off by default) and the baseline named in each section (the peer P of bench/envelope.mjs, which logs each request in and out at info as Fastify does, or the bare route), each pinned to CPU 1, loaded by autocannon pinned to CPU 0 (${settings.connections} keep-alive connections) at the same request rate, and sampled with \`perf record -g -F ${settings.frequencyHz}\` on the serving thread for ${settings.durationS} s, ${settings.runs} runs of each side in alternation; Node ${process.version}, ${environment.perf}. A sample is charged to the innermost frame of a module (a Fleetplane file under dist/ or a package), else to what Node, V8 or the kernel were doing; a share of the samples times the serving thread's CPU per request (from /proc) gives µs per request. Rows sorted by the difference. Produced by \`node bench/envelope-perf.mjs\`.`,
     '',
     ...Object.entries(routes).map(([name, figures]) => section(name, figures)),
     analysis,

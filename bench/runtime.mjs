@@ -9,8 +9,8 @@
 // CPU time per request of the primary and of the workers (from /proc) is recorded next to req/s: it says where
 // a difference comes from and is less disturbed by other load on the machine than req/s.
 //
-// Idle RSS is read 0.5 s after the servers are ready and again BENCH_SETTLE_MS later (default 30 s), once V8
-// has given back what the boot used.
+// Idle RSS is read 0.5 s after the servers are ready, 10 s later, and BENCH_SETTLE_MS later (default 30 s), once
+// V8 has given back what the boot used.
 //
 // Environment: BENCH_ROUNDS (default 3), BENCH_SECONDS (seconds per autocannon run, default 5).
 //
@@ -46,6 +46,8 @@ const REDIRECT = 'http://lb.bench.invalid:8080';
 const HOST = '127.0.0.1';
 /** How long the servers stay idle before their settled memory is read. */
 const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 30_000);
+/** An earlier reading on the way: memory 10 s after ready (or at the settled reading, if that comes first). */
+const EARLY_MS = Math.min(10_000, SETTLE_MS);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const wallNow = () => performance.timeOrigin + performance.now();
@@ -260,7 +262,9 @@ async function main() {
   const targets = { a: a.info, b: await fleetPids(b), bBareApp: await fleetPids(bBareApp) };
   const rssIdle = Object.fromEntries(names.map((name) => [name, rssOf(targets[name])]));
   // V8 gives back the memory of the boot on its own, some seconds after it: idle memory once settled.
-  await sleep(SETTLE_MS);
+  await sleep(EARLY_MS);
+  const rssEarly = Object.fromEntries(names.map((name) => [name, rssOf(targets[name])]));
+  await sleep(SETTLE_MS - EARLY_MS);
   const rssSettled = Object.fromEntries(names.map((name) => [name, rssOf(targets[name])]));
   // After RSS is read: the snapshot itself loads the inspector.
   const memoryIdle = [];
@@ -339,7 +343,7 @@ async function main() {
     goal: { metric: 'median of per-round b/a req/s: keep-alive (autocannon) and new connection per request (autocannon and the raw client)', min: GOALS.handOff },
     met: handOffMet.keepAlive && handOffMet.newConnection && handOffMet.newConnectionRawClient,
     metBy: handOffMet,
-    rssMiB: { idle: rssIdle, settled: rssSettled, settledAfterMs: SETTLE_MS, afterLoad: rssAfterLoad },
+    rssMiB: { idle: rssIdle, early: rssEarly, earlyAfterMs: EARLY_MS, settled: rssSettled, settledAfterMs: SETTLE_MS, afterLoad: rssAfterLoad },
     memoryIdle,
   };
   log('stopping (a) and (bBareApp)');
@@ -568,6 +572,7 @@ function markdown(report) {
     `| CPU µs per request, primary + workers: keep-alive (Fleetplane runtime + bare app: ${cpu(m.bBareApp.keepAlive)}) | ${cpu(m.a.keepAlive)} | ${cpu(m.b.keepAlive)} | | | |`,
     `| CPU µs per request, primary + workers: new connection, raw client (runtime + bare app: ${cpu(m.bBareApp.newConnectionRawClient)}) | ${cpu(m.a.newConnectionRawClient)} | ${cpu(m.b.newConnectionRawClient)} | | | |`,
     `| RSS MiB primary / workers, idle (runtime + bare app: ${mib(h.rssMiB.idle.bBareApp)}) | ${mib(h.rssMiB.idle.a)} | ${mib(h.rssMiB.idle.b)} | | | |`,
+    `| RSS MiB primary / workers, idle ${EARLY_MS / 1000} s later (runtime + bare app: ${mib(h.rssMiB.early.bBareApp)}) | ${mib(h.rssMiB.early.a)} | ${mib(h.rssMiB.early.b)} | | | |`,
     `| RSS MiB primary / workers, idle ${SETTLE_MS / 1000} s later (runtime + bare app: ${mib(h.rssMiB.settled.bBareApp)}) | ${mib(h.rssMiB.settled.a)} | ${mib(h.rssMiB.settled.b)} | | | |`,
     `| RSS MiB primary / workers, after the rounds (runtime + bare app: ${mib(h.rssMiB.afterLoad.bBareApp)}) | ${mib(h.rssMiB.afterLoad.a)} | ${mib(h.rssMiB.afterLoad.b)} | | | |`,
     `| (c) 307 new connection per request, req/s — bare node:http vs primary fallback | ${fmt(c.medians.bare.newConnection.reqPerSec)} | ${fmt(c.medians.fleetplane.newConnection.reqPerSec)} | ${spread(c.rounds, 'ratios', 'newConnectionReqPerSec')} | ≥ ${GOALS.fallback} | ${yes(c.met)} |`,

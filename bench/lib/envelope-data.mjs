@@ -58,32 +58,36 @@ export async function seedEnvelopeData(dataDir, upstreamPort) {
 
 /** The routes the profiling benchmarks take, each with its baseline: bench/envelope.mjs in its bare role. */
 export const ENVELOPE_ROUTES = {
-  workflow: { path: '/workflows/echo', barePath: '/echo', what: '`POST /workflows/echo`', bare: 'bare Fastify POST echo' },
-  api: { path: '/api', barePath: '/proxy', what: '`POST /api` → local upstream', bare: 'bare Fastify POST → undici → the same upstream' },
-  crud: { path: '/crud', barePath: '/read', what: '`POST /crud` `object.read` by `_id`', bare: 'bare Fastify POST → the same better-sqlite3 statement' },
+  workflow: { path: '/workflows/echo', barePath: '/echo', what: '`POST /workflows/echo`', bare: 'bare Fastify POST echo', peer: 'the peer P, `POST /echo`' },
+  api: { path: '/api', barePath: '/proxy', what: '`POST /api` → local upstream', bare: 'bare Fastify POST → undici → the same upstream', peer: 'the peer P, `POST /proxy` → undici → the same upstream' },
+  crud: { path: '/crud', barePath: '/read', what: '`POST /crud` `object.read` by `_id`', bare: 'bare Fastify POST → the same better-sqlite3 statement', peer: 'the peer P, `POST /read` → the same better-sqlite3 statement' },
   // Not an envelope route: the probe bench/runtime's keep-alive figure loads, against the same bare route.
   healthz: { method: 'GET', path: '/healthz', barePath: '/healthz', what: '`GET /healthz`', bare: 'bare Fastify GET /healthz (bench/fixtures/bare-healthz.mjs)' },
 };
 
 /**
  * Starts one side of a route in its own process: a single-process Fleetplane (`workers: 0`, so the process
- * that serves is the one measured) or the bare baseline, with `execArgv`. Answers the fixture, its port and
- * pid, and the autocannon request, once one request got the answer it should.
+ * that serves is the one measured), the bare baseline, or the hand-written peer P (bench/fixtures/peer-service.mjs,
+ * side `peer`: same paths as the bare baseline, the Bearer key required), with `execArgv`. Answers the fixture,
+ * its port and pid, and the autocannon request, once one request got the answer it should.
  */
 export async function startEnvelopeSide(name, side, { data, dataDir, upstreamPort, execArgv, connections }) {
   const { Fixture } = await import('./procs.mjs');
   const route = ENVELOPE_ROUTES[name];
+  const env = { BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: data.dbFile, BENCH_ORGANIZATION_ID: data.organizationId };
   const server =
     side === 'candidate'
       ? new Fixture('fleetplane.mjs', { BENCH_FP_CONFIG: JSON.stringify({ dataDir, workers: 0, http: { port: 0, host: '127.0.0.1' }, log: { level: 'warn', requests: false } }) }, { execArgv })
-      : new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'bare', BENCH_UPSTREAM_PORT: String(upstreamPort), BENCH_DB_FILE: data.dbFile, BENCH_ORGANIZATION_ID: data.organizationId }, { execArgv });
+      : side === 'peer'
+        ? new Fixture('peer-service.mjs', { ...env, BENCH_PEER_KEY: data.key }, { execArgv })
+        : new Fixture('../envelope.mjs', { BENCH_ENVELOPE_ROLE: 'bare', ...env }, { execArgv });
   try {
     const { port, pid } = await server.ready(60_000);
     const method = route.method ?? 'POST';
     const request = {
       url: `http://127.0.0.1:${port}${side === 'candidate' ? route.path : route.barePath}`,
       method,
-      ...(method === 'POST' ? { body: data.bodies[name], headers: side === 'candidate' ? data.withKey : data.json } : {}),
+      ...(method === 'POST' ? { body: data.bodies[name], headers: side === 'baseline' ? data.json : data.withKey } : {}),
       connections,
     };
     const response = await fetch(request.url, { method, body: request.body, headers: request.headers });
