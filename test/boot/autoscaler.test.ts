@@ -45,7 +45,8 @@ async function harness(t: Test, records: Array<Record<string, unknown>>, policy:
   t.teardown(() => db.close());
   for (const record of records) await db.collection('servers').insertOne({ cluster_id: CLUSTER, ...record });
   if (policy !== null) await db.forOrganization(PLATFORM).collection('clusters').insertOne({ _id: CLUSTER, name: CLUSTER, autoscaler: policy, initialDeployment: { cloud: 'local', workers: 1 } });
-  const config = loadConfig({ env: {}, object: { server: { cluster: CLUSTER, organization: TENANT }, db: { path: db.file }, autoscaler: { enabled: true }, ...options.config } }).config;
+  // No removal notice unless a test sets one (the readiness grace): these scale-ins are about their steps.
+  const config = loadConfig({ env: {}, object: { server: { cluster: CLUSTER, organization: TENANT }, db: { path: db.file }, autoscaler: { enabled: true }, lifecycle: { readinessGraceMs: 0 }, ...options.config } }).config;
   const lines: Harness['lines'] = [];
   const log = createLogger({ level: 'info', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Harness['lines'][number]) } });
   const events = new EventEmitter();
@@ -229,6 +230,29 @@ t.test('a scale-out the provider refuses: one warning with its reason, no record
   await evaluate(h, 1);
   t.equal(h.sent.length, before + 1, 'not again one cooldown later: it backs off');
   t.match((await h.scaler.status()).lastDecision, { action: 'none', reason: 'backing off after 2 failed scale-out attempts' });
+});
+
+t.test("the removal notice is this server's readiness grace: the provider is asked that long after the node's record says terminating, not before", async (t) => {
+  const NOTICE_MS = 400;
+  let askedAt: number | undefined;
+  const h = await harness(t, [
+    { _id: 'a', master: { status: 'running', servingSince: long } },
+    { _id: 'b', master: { status: 'running', servingSince: long }, infrastructure: { cloud: 'other-cloud', instanceId: 'i-42' } },
+  ], { ...POLICY, maxClusterSize: 1 }, {
+    api: () => ((askedAt = Date.now()), { status: 200, data: { accepted: true } }),
+    config: { lifecycle: { readinessGraceMs: NOTICE_MS } },
+  });
+  h.answers.set('autoscaler.signals', signalsAnswer({ b: samplesOf(1) }));
+  // The autoscaler's timers never hold a process (a server has its sockets for that); this test has none.
+  const holder = setInterval(() => undefined, 1_000);
+  t.teardown(() => clearInterval(holder));
+  await evaluate(h);
+  t.match((await h.scaler.status()).lastAction, { action: 'scale-in', serverId: 'b', outcome: 'done' });
+  const marked = h.lines.find((line) => line.msg === 'autoscaler marked b terminating');
+  t.ok(marked && askedAt !== undefined, 'terminating committed, then the provider asked');
+  // Timers may fire a millisecond early by the wall clock; without the notice the gap is about one millisecond.
+  const gap = askedAt! - Date.parse(String(marked!.time));
+  t.ok(gap >= NOTICE_MS - 5, `the provider was asked ${gap} ms after terminating was committed (notice ${NOTICE_MS} ms)`);
 });
 
 t.test("an unmanaged cluster's scale-in names the instance its provider made, then stops the node with autoscaler.remove", async (t) => {
