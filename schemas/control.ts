@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { IpcEnvelopeSchema } from '../src/ipc/envelope.js';
+import { MissingTargetSchema, TargetReplySchema } from '../src/ipc/handlers.js';
 
 /** `POST /control` body: an IPC envelope, plus the key when it is not sent as a Bearer token. */
 export const ControlRequest = Type.Object(
@@ -20,22 +21,14 @@ export const ControlRequest = Type.Object(
 );
 export type ControlRequest = Static<typeof ControlRequest>;
 
-export const TargetReply = Type.Object(
-  {
-    server: Type.String(),
-    worker: Type.Integer({ description: '0 = the primary' }),
-    ok: Type.Boolean(),
-    result: Type.Optional(Type.Unknown()),
-    error: Type.Optional(Type.Object({ code: Type.String(), message: Type.String() })),
-  },
-  { $id: 'TargetReply' },
-);
+/** The shape every process checks a gathered reply against (src/ipc/handlers.ts), described for the docs. */
+export const TargetReply = Type.Object({ ...TargetReplySchema.properties, worker: Type.Integer({ minimum: 0, description: '0 = the primary' }) }, { $id: 'TargetReply' });
 
 export const ControlReply = Type.Object(
   {
     id: Type.String({ description: 'Message id, also the trace id' }),
     replies: Type.Array(TargetReply),
-    missing: Type.Array(Type.Object({ server: Type.String(), worker: Type.Optional(Type.Integer()) }), { description: 'Targets that did not answer in time' }),
+    missing: Type.Array(MissingTargetSchema, { description: 'Targets that did not answer in time' }),
   },
   {
     $id: 'ControlReply',

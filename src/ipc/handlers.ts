@@ -1,27 +1,28 @@
+import { Type, type Static } from '@sinclair/typebox';
 import { IpcError, type DeliveredEnvelope } from './envelope.js';
 
 export type IpcHandler = (data: unknown, envelope: DeliveredEnvelope) => unknown | Promise<unknown>;
 
-export interface ReplyError {
-  code: string;
-  message: string;
-}
+/** A handler's failure as it travels: its error code and message. */
+export const ReplyErrorSchema = Type.Object({ code: Type.String({ maxLength: 64 }), message: Type.String() });
+export type ReplyError = Static<typeof ReplyErrorSchema>;
 
 /** A target's answer: SPEC 5.1 `{ server, worker, ok, result | error }` (worker 0 = the primary). */
-export interface TargetReply {
-  server: string;
-  worker: number;
-  ok: boolean;
-  result?: unknown;
-  error?: ReplyError;
-}
+export const TargetReplySchema = Type.Object({
+  server: Type.String(),
+  worker: Type.Integer({ minimum: 0 }),
+  ok: Type.Boolean(),
+  result: Type.Optional(Type.Unknown()),
+  error: Type.Optional(ReplyErrorSchema),
+});
+export type TargetReply = Static<typeof TargetReplySchema>;
 
-export interface RequestResult {
-  id: string;
-  replies: TargetReply[];
-  /** Targets that did not answer in time (or went away first). */
-  missing: Array<{ server: string; worker?: number }>;
-}
+/** A target that did not answer in time (or went away first). */
+export const MissingTargetSchema = Type.Object({ server: Type.String(), worker: Type.Optional(Type.Integer({ minimum: 0 })) });
+
+/** What an envelope gathered: one reply per target that answered, and the targets missing. */
+export const RequestResultSchema = Type.Object({ id: Type.String(), replies: Type.Array(TargetReplySchema), missing: Type.Array(MissingTargetSchema) });
+export type RequestResult = Static<typeof RequestResultSchema>;
 
 /**
  * Why a method has no handler in this process: `disabled` (its subsystem is off here; the message names the

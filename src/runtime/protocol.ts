@@ -1,6 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { lazyCheck, type SchemaCheck } from '../schema/lazy-check.js';
 import { RECYCLE_REASONS, WORKER_STATUSES } from './status.js';
+import { ReplyErrorSchema, RequestResultSchema, TargetReplySchema } from '../ipc/handlers.js';
 
 /**
  * The primary ⇄ worker protocol, checked where a message arrives: every internal message (`fp`) by its kind, and
@@ -148,18 +149,8 @@ export type WorkerMethod = keyof typeof WORKER_METHODS;
 
 const Anything = Type.Unknown();
 const Status = Type.Union(WORKER_STATUSES.map((status) => Type.Literal(status)));
-const ReplyError = Type.Object({ code: Type.String({ maxLength: 64 }), message: Type.String() });
 /** SPEC 5: a target's handler outcome, as a worker answers a delivery. */
-const DeliveryOutcome = Type.Object({ ok: Type.Boolean(), result: Type.Optional(Anything), error: Type.Optional(ReplyError) });
-/** SPEC 5.1: the replies an envelope gathered, `{ server, worker, ok, result | error }`, and the targets missing. */
-const RequestResult = Type.Object(
-  {
-    id: Type.String(),
-    replies: Type.Array(Type.Object({ server: Type.String(), worker: Type.Integer({ minimum: 0 }), ok: Type.Boolean(), result: Type.Optional(Anything), error: Type.Optional(ReplyError) })),
-    missing: Type.Array(Type.Object({ server: Type.String(), worker: Type.Optional(Type.Integer({ minimum: 0 })) })),
-  },
-  open,
-);
+const DeliveryOutcome = Type.Pick(TargetReplySchema, ['ok', 'result', 'error']);
 const Count = Type.Integer({ minimum: 0 });
 const Measured = Type.Union([Type.Number({ minimum: 0 }), Type.Null()]);
 /** SPEC 1.4: the workers' side of `getFleetHealth()` (`FleetHealth` in `pool.ts`). */
@@ -194,7 +185,7 @@ const MetricJson = Type.Object(
   },
   open,
 );
-const MeshReply = Type.Object({ server: Type.String(), ok: Type.Boolean(), result: Type.Optional(Anything), error: Type.Optional(ReplyError) }, open);
+const MeshReply = Type.Object({ server: Type.String(), ok: Type.Boolean(), result: Type.Optional(Anything), error: Type.Optional(ReplyErrorSchema) }, open);
 const PeerInfo = Type.Object(
   { server: Type.String(), direction: Type.Union([Type.Literal('in'), Type.Literal('out')]), publicUrl: Type.Optional(Type.String()), organizations: Type.Array(Type.String()) },
   open,
@@ -220,7 +211,7 @@ export const PRIMARY_RESULTS = {
   // The HTTPS identity checks the pair (`src/boot/tls.ts`).
   'primary.tls.https': Anything,
   'primary.ipc.send': Anything,
-  'primary.ipc.request': RequestResult,
+  'primary.ipc.request': RequestResultSchema,
   'primary.storage.write': Type.Object({ revision: Revision, result: Type.Union([Type.Integer(), Type.Boolean()]) }, open),
   'primary.storage.sync': Type.Object({ revision: Revision }, open),
   'primary.organization': Anything,

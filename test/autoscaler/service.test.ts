@@ -241,6 +241,24 @@ t.test('a holder that loses the lease stops acting at once: a scale-in before it
   t.equal((await f.scaler.status()).deciding, false);
 });
 
+t.test('a holder that loses the lease during the removal notice ends it at once: back to running, into service, no provider request', async (t) => {
+  const NOTICE = 60_000;
+  const f = fleet({ removalNoticeMs: NOTICE });
+  f.scaler.start();
+  t.teardown(() => f.scaler.stop());
+  f.load.cpu = 5;
+  f.load.memory = 5;
+  await f.clock.advanceAsync(INTERVAL);
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating']);
+  // Another server took the lease (this one's renewals were lost: the store is shared, the mesh is not).
+  await store.collection(LEASES_COLLECTION).updateOne({ _id: f.lease.name }, { $set: { token: 'another-holder', owner: 'c', expiresAt: f.clock.now() + 3_600_000 } });
+  await f.clock.advanceAsync(LEASE_TTL);
+  await f.scaler.settled();
+  t.equal(f.lease.held(), false, 'the renewal found the lease taken, long before the notice would end');
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating', 'status b running', 'undrain b'], 'the node serves again; the new holder decides');
+  t.match((await f.scaler.status()).lastAction, { outcome: 'cancelled', error: 'stopped before the provider request' });
+});
+
 t.test('a server whose own record is not running does not take the lease; one that holds it gives it up', async (t) => {
   const nodes: ClusterNode[] = [
     { id: 'a', status: 'pending', createdAt: 1 },

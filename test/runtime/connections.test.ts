@@ -122,57 +122,54 @@ function stall(ms: number): void {
   }
 }
 
-t.test('a request that reached an idle keep-alive socket while the process stalled is answered, not cut by the drain', async (t) => {
-  const { tracker, port } = await setup(t);
+/**
+ * A keep-alive client whose first request was answered: the socket is idle on the server and stays open. What
+ * arrives after `received` was reset is the answer to the next request.
+ */
+async function idleKeepAliveClient(t: Test, port: number) {
   const socket = net.connect({ host: '127.0.0.1', port });
   t.teardown(() => socket.destroy());
-  let received = '';
+  const client = { socket, received: '', closed: new Promise<void>((resolve) => socket.once('close', () => resolve())) };
   socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => (received += chunk));
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('data', (chunk: string) => (client.received += chunk));
   socket.on('error', () => undefined);
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
   socket.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\n');
-  await until('the first answer', () => (received.includes('hello /first') ? true : undefined), 10_000, { everyMs: 1, last: () => received });
-  received = '';
+  await until('the first answer', () => (client.received.includes('hello /first') ? true : undefined), 10_000, { everyMs: 1, last: () => client.received });
+  client.received = '';
+  return client;
+}
 
+/** The second request was answered whole, told `Connection: close`, and the drain then ended with no socket left. */
+async function answeredThenClosed(t: Test, client: { received: string; closed: Promise<void> }, drained: Promise<boolean>): Promise<void> {
+  await client.closed;
+  t.match(client.received, /^HTTP\/1\.1 200 OK/, 'the request is answered before the connection closes');
+  t.match(client.received, /connection: close/i, 'with Connection: close');
+  t.match(client.received, /hello \/second$/);
+  t.equal(await drained, true);
+}
+
+t.test('a request that reached an idle keep-alive socket while the process stalled is answered, not cut by the drain', async (t) => {
+  const { tracker, port } = await setup(t);
+  const client = await idleKeepAliveClient(t, port);
   const drained = tracker.drain(scaled(5_000), 100, 10);
   // The client's next request is written to the kernel at once, then this process stalls past the idle
   // threshold before it can read it: the socket looks idle by the clock, yet holds an unread request.
-  socket.write('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
+  client.socket.write('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
   stall(300);
-  await closed;
-  t.match(received, /^HTTP\/1\.1 200 OK/, 'the request is answered before the connection closes');
-  t.match(received, /connection: close/i, 'with Connection: close');
-  t.match(received, /hello \/second$/);
-  t.equal(await drained, true);
+  await answeredThenClosed(t, client, drained);
 });
 
 t.test('a request that reached an idle keep-alive socket just before an on-time drain poll is answered, not cut', async (t) => {
   const { tracker, port } = await setup(t);
-  const socket = net.connect({ host: '127.0.0.1', port });
-  t.teardown(() => socket.destroy());
-  let received = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => (received += chunk));
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  socket.on('error', () => undefined);
-  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  socket.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\n');
-  await until('the first answer', () => (received.includes('hello /first') ? true : undefined), 10_000, { everyMs: 1, last: () => received });
-  received = '';
-
+  const client = await idleKeepAliveClient(t, port);
   // Any idle socket may close at the drain's polls, every 200 ms.
   const drained = tracker.drain(scaled(5_000), 0, 200);
   // After this turn's reads, the client's next request reaches the kernel and the process stays busy until the
   // poll is due: the poll comes on time, in the next turn's timers, before that turn reads the request.
   setImmediate(() => {
-    socket.write('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
+    client.socket.write('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
     stall(250);
   });
-  await closed;
-  t.match(received, /^HTTP\/1\.1 200 OK/, 'the request is answered before the connection closes');
-  t.match(received, /connection: close/i, 'with Connection: close');
-  t.match(received, /hello \/second$/);
-  t.equal(await drained, true);
+  await answeredThenClosed(t, client, drained);
 });
