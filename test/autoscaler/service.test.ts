@@ -1,5 +1,5 @@
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { Autoscaler, type AutoscalerDeps, type ScaleActions } from '../../src/autoscaler/service.js';
 import type { ClusterNode, Sample } from '../../src/autoscaler/decide.js';
 import { tenantViolation } from '../../src/auth/authority.js';
@@ -104,6 +104,22 @@ function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Pa
   return { clock, scaler: new Autoscaler(deps), nodes, steps, logs, metrics, load, peerLoad, actions, policy, organization, lease, warnings, inventoryFailure };
 }
 
+/** An idle cluster whose scale-in of `b` has drained it and recorded it terminating: its removal notice runs. */
+async function inRemovalNotice(t: Test, removalNoticeMs: number): Promise<Fleet> {
+  const f = fleet({ removalNoticeMs });
+  f.scaler.start();
+  t.teardown(() => f.scaler.stop());
+  f.load.cpu = 5;
+  f.load.memory = 5;
+  await f.clock.advanceAsync(INTERVAL);
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating'], 'drained and recorded terminating, the provider not asked yet');
+  return f;
+}
+
+/** Another server takes the decider lease (this one's renewals were lost: the store is shared, the mesh is not). */
+const takeLeaseElsewhere = (f: Fleet) =>
+  store.collection(LEASES_COLLECTION).updateOne({ _id: f.lease.name }, { $set: { token: 'another-holder', owner: 'c', expiresAt: f.clock.now() + 3_600_000 } });
+
 const run = async (f: Fleet, ms: number) => {
   await f.clock.advanceAsync(ms);
   await f.scaler.settled();
@@ -137,13 +153,7 @@ t.test('scale-in: drain, terminating committed, provider request, shutdown, in t
 
 t.test('scale-in with a removal notice: the provider is asked only once the notice has passed since terminating was committed', async (t) => {
   const NOTICE = 2_000;
-  const f = fleet({ removalNoticeMs: NOTICE });
-  f.scaler.start();
-  t.teardown(() => f.scaler.stop());
-  f.load.cpu = 5;
-  f.load.memory = 5;
-  await f.clock.advanceAsync(INTERVAL);
-  t.same(f.steps, ['gather b', 'drain b', 'status b terminating'], 'drained and recorded terminating, the provider not asked yet');
+  const f = await inRemovalNotice(t, NOTICE);
   await f.clock.advanceAsync(NOTICE - 1);
   t.notOk(f.steps.includes('terminate b'), 'not before the whole notice');
   await f.clock.advanceAsync(1);
@@ -153,12 +163,7 @@ t.test('scale-in with a removal notice: the provider is asked only once the noti
 });
 
 t.test('stopped during the removal notice: the notice ends at once, the node goes back to running and into service, no provider request', async (t) => {
-  const f = fleet({ removalNoticeMs: 60_000 });
-  f.scaler.start();
-  f.load.cpu = 5;
-  f.load.memory = 5;
-  await f.clock.advanceAsync(INTERVAL);
-  t.same(f.steps, ['gather b', 'drain b', 'status b terminating']);
+  const f = await inRemovalNotice(t, 60_000);
   // No time passes: the stop itself ends the notice.
   await f.scaler.stop();
   t.same(f.steps, ['gather b', 'drain b', 'status b terminating', 'status b running', 'undrain b']);
@@ -226,8 +231,7 @@ t.test('a holder that loses the lease stops acting at once: a scale-in before it
   f.load.memory = 5;
   await f.clock.advanceAsync(INTERVAL);
   t.same(f.steps, ['gather b', 'drain b']);
-  // Another server holds the lease now (its renewal was lost: the store is shared, the mesh is not).
-  await store.collection(LEASES_COLLECTION).updateOne({ _id: f.lease.name }, { $set: { token: 'another-holder', owner: 'c', expiresAt: f.clock.now() + 3_600_000 } });
+  await takeLeaseElsewhere(f);
   await f.clock.advanceAsync(LEASE_TTL);
   t.equal(f.lease.held(), false, 'the renewal found the lease taken');
   t.ok(f.logs.includes('autoscaler lost the decider lease: another server decides for the cluster'));
@@ -242,16 +246,8 @@ t.test('a holder that loses the lease stops acting at once: a scale-in before it
 });
 
 t.test('a holder that loses the lease during the removal notice ends it at once: back to running, into service, no provider request', async (t) => {
-  const NOTICE = 60_000;
-  const f = fleet({ removalNoticeMs: NOTICE });
-  f.scaler.start();
-  t.teardown(() => f.scaler.stop());
-  f.load.cpu = 5;
-  f.load.memory = 5;
-  await f.clock.advanceAsync(INTERVAL);
-  t.same(f.steps, ['gather b', 'drain b', 'status b terminating']);
-  // Another server took the lease (this one's renewals were lost: the store is shared, the mesh is not).
-  await store.collection(LEASES_COLLECTION).updateOne({ _id: f.lease.name }, { $set: { token: 'another-holder', owner: 'c', expiresAt: f.clock.now() + 3_600_000 } });
+  const f = await inRemovalNotice(t, 60_000);
+  await takeLeaseElsewhere(f);
   await f.clock.advanceAsync(LEASE_TTL);
   await f.scaler.settled();
   t.equal(f.lease.held(), false, 'the renewal found the lease taken, long before the notice would end');
