@@ -32,12 +32,16 @@ async function tapRun(files: string[]) {
   let output = '';
   runner.stdout!.on('data', (chunk) => (output += chunk));
   runner.stderr!.on('data', (chunk) => (output += chunk));
-  const code = await new Promise<number | null>((resolve) => runner.once('close', resolve));
+  const started = Date.now();
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => runner.once('close', (...end) => resolve(end)));
   const reported = (name: string): number[] => {
     const file = path.join(reports, `${name}.json`);
     return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { pids: number[] }).pids : [];
   };
-  return { code, output, run: String(runner.pid), reported };
+  // How the run ended, in a line: a failed assertion's name is all a CI summary shows of it.
+  const tail = output.trim().split('\n').slice(-2).join(' | ').slice(-240);
+  const ending = `the run ended with ${signal ?? `exit ${code}`} after ${Date.now() - started} ms; its last lines: ${tail}`;
+  return { code, output, run: String(runner.pid), reported, ending };
 }
 
 /**
@@ -54,11 +58,11 @@ function running(pid: number): boolean {
 }
 
 t.test('test files that fail, time out or are killed with servers running leave no process behind', async (t) => {
-  const { code, output, run, reported } = await tapRun(['fails-while-starting.ts', 'times-out.ts', 'killed.ts']);
+  const { code, output, run, reported, ending } = await tapRun(['fails-while-starting.ts', 'times-out.ts', 'killed.ts']);
   t.not(code, 0, 'the run failed, as its tests do');
   for (const name of ['fails-while-starting', 'times-out', 'killed']) {
     const pids = reported(name);
-    t.ok(pids.length >= 2, `${name}: its server and workers were running (${pids.join(' ')})`, { output });
+    t.ok(pids.length >= 2, `${name}: its server and workers were running (${pids.join(' ')})${pids.length >= 2 ? '' : `: ${ending}`}`, { output });
     for (const pid of pids) t.notOk(running(pid), `${name}: ${pid} is gone`);
   }
   t.same(markedProcesses(run), [], 'no process of the run is left');
@@ -68,11 +72,11 @@ t.test('test files that fail, time out or are killed with servers running leave 
 });
 
 t.test('a bail-out with a server running leaves no process behind', async (t) => {
-  const { code, output, run, reported } = await tapRun(['bails-out.ts']);
+  const { code, output, run, reported, ending } = await tapRun(['bails-out.ts']);
   t.not(code, 0);
   t.match(output, /Bail out! on purpose, with a server running/);
   const pids = reported('bails-out');
-  t.ok(pids.length >= 2, `its server and worker were running (${pids.join(' ')})`, { output });
+  t.ok(pids.length >= 2, `its server and worker were running (${pids.join(' ')})${pids.length >= 2 ? '' : `: ${ending}`}`, { output });
   for (const pid of pids) t.notOk(running(pid), `${pid} is gone`);
   t.same(markedProcesses(run), [], 'no process of the run is left');
 });

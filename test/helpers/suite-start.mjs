@@ -1,7 +1,7 @@
 // Runs once before the test files (tap's `before`): refuses a bad FLEETPLANE_TEST_TIME_SCALE with one line and
 // a non-zero exit, which stops the whole run; ends what earlier runs that died left behind; says which time
 // scale the files start with.
-import { killLeftovers } from './leftovers.mjs';
+import { RUN_VARIABLE, killLeftovers } from './leftovers.mjs';
 
 let timeScale;
 try {
@@ -11,7 +11,10 @@ try {
   process.stderr.write(`${error.message}\n`);
   process.exit(1);
 }
-const stale = killLeftovers({ stale: true });
+// A run started inside another run (a test of the suite's own teardown) carries that run's mark: it leaves the
+// sweep to the outermost run, whose tests are still running beside it.
+const nested = process.env[RUN_VARIABLE] !== undefined;
+const stale = nested ? [] : killLeftovers({ stale: true });
 if (stale.length > 0) process.stderr.write(`killed ${stale.length} processes left by earlier test runs: ${stale.map((entry) => entry.pid).join(' ')}\n`);
 process.stderr.write(`${timeScale.describeTimeScale()}; each test file re-reads the load when it starts\n`);
 
