@@ -1,0 +1,1 @@
+export function withoutTracker(options: string | undefined): string | undefined;
