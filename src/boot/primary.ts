@@ -27,6 +27,7 @@ import { REMOVAL_METHOD, removalHandler } from '../autoscaler/removal.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 import { HandoverSuccessor, listeningAddresses, type PredecessorChannel } from '../runtime/handover-successor.js';
 import { removePidFile, writePidFile } from '../runtime/pid-file.js';
+import { StartingSignals } from '../runtime/starting-signals.js';
 import { meshSettings } from '../mesh/settings.js';
 import { FLEETPLANE_VERSION } from '../version.js';
 
@@ -50,6 +51,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   // After a rolling restart or a recycle, this line is how an operator tells which pids serve.
   events.on('worker:ready', ({ workerId, pid }) => log.info({ targetWorker: workerId, pid }, 'worker ready'));
   const data = await openServerData(resolved, log, secrets, { sealAtStart: true });
+  const starting = (options.handleSignals ?? true) ? new StartingSignals(log) : undefined;
   // Resolved once here: workers are handed it at fork and never look it up in the store themselves.
   const managerConnection = await openManagerConnection(resolved, serverId, data, log);
 
@@ -155,6 +157,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     writePidFile(resolved.dataDir);
     successor?.taken();
   } catch (error) {
+    starting?.release();
     await successor?.failed((error as Error).message);
     removeSocket();
     tls.close();
@@ -165,6 +168,8 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   await mesh.join();
   autoscaler?.start();
   log.info({ ports: primary.ports, workers: primary.workerCount, plugins: server.pluginNames, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
+  const stop = starting?.release();
+  if (stop) primary.stopOnSignal(stop);
   return server;
 }
 

@@ -274,15 +274,17 @@ export class PrimaryRuntime {
   }
 
   installSignalHandlers(): void {
-    for (const signal of ['SIGTERM', 'SIGINT', 'SIGBREAK'] as const) {
-      // Graceful shutdowns exit 0 whatever the fleet went through before.
-      process.on(signal, () => void this.shutdown(signal).then(() => process.exit(0)));
-    }
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGBREAK'] as const) process.on(signal, () => this.stopOnSignal(signal));
     process.on('SIGHUP', () => {
       this.options.log.info('SIGHUP: rolling restart of all workers');
       this.restartWorkers({ reason: 'SIGHUP' }).catch((error) => this.options.log.error({ err: error }, 'rolling restart failed'));
     });
     process.on('SIGUSR2', () => void this.handover.start('SIGUSR2').catch((error: Error) => this.options.log.warn({ reason: error.message }, 'SIGUSR2: no hand-over')));
+  }
+
+  /** A graceful shutdown, then exit 0 whatever the fleet went through before. */
+  stopOnSignal(signal: NodeJS.Signals): void {
+    void this.shutdown(signal).then(() => process.exit(0));
   }
 
   shutdown(signal = 'shutdown'): Promise<void> {

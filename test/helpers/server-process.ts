@@ -194,10 +194,14 @@ export class ServerProcess {
   }
 }
 
-/** This environment without Fleetplane's, tap's and Node's own variables, with the run's mark and time scale. */
+/**
+ * This environment without Fleetplane's, tap's (TAP*, and _TAPJS_* of its process tracker) and Node's own
+ * variables, with the run's mark and time scale.
+ */
 export function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const key of Object.keys(env)) if (key.startsWith('FLEETPLANE_') || key.startsWith('TAP') || key === 'NODE_OPTIONS' || key === 'WEB_CONCURRENCY') delete env[key];
+  const foreign = (key: string) => key.startsWith('FLEETPLANE_') || key.startsWith('TAP') || key.startsWith('_TAPJS_') || key === 'NODE_OPTIONS' || key === 'WEB_CONCURRENCY';
+  for (const key of Object.keys(env)) if (foreign(key)) delete env[key];
   return { ...env, ...TEST_ENV };
 }
 

@@ -1,0 +1,59 @@
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+const MODULE = pathToFileURL(path.join(ROOT, 'src', 'runtime', 'starting-signals.ts')).href;
+
+/**
+ * Runs `body` in a process of its own (it signals itself), with `signals` a StartingSignals whose log lines go
+ * to stdout as JSON; resolves with how the process ended and what it printed.
+ */
+async function inProcess(body: string): Promise<{ code: number | null; signal: NodeJS.Signals | null; lines: Array<Record<string, unknown>> }> {
+  const script = `
+    import { StartingSignals } from ${JSON.stringify(MODULE)};
+    const line = (level) => (fields, msg) => process.stdout.write(JSON.stringify({ level, ...fields, msg }) + '\\n');
+    const signals = new StartingSignals({ info: line('info'), warn: line('warn') });
+    const delivered = (n) => new Promise((resolve) => { const check = () => (seen >= n ? resolve() : setImmediate(check)); check(); });
+    let seen = 0;
+    const counting = () => seen++;
+    for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2']) process.on(s, counting);
+    ${body}
+  `;
+  const child = spawn(process.execPath, ['--import', path.join(ROOT, 'test', 'helpers', 'ts-loader.mjs'), '--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('close', (...end) => resolve(end)));
+  return { code, signal, lines: output.trim().split('\n').filter(Boolean).map((text) => JSON.parse(text) as Record<string, unknown>) };
+}
+
+t.test('while starting, a stop signal is remembered instead of ending the process; SIGHUP and SIGUSR2 are logged', async (t) => {
+  const ended = await inProcess(`
+    process.kill(process.pid, 'SIGTERM');
+    await delivered(1);
+    process.kill(process.pid, 'SIGINT');
+    process.kill(process.pid, 'SIGHUP');
+    process.kill(process.pid, 'SIGUSR2');
+    await delivered(4);
+    process.stdout.write(JSON.stringify({ released: signals.release() ?? null }) + '\\n');
+  `);
+  t.same([ended.code, ended.signal], [0, null], 'the process lived through all four');
+  t.same(ended.lines, [
+    { level: 'info', signal: 'SIGTERM', msg: 'asked to stop while starting: the server stops once it has started' },
+    { level: 'info', signal: 'SIGHUP', msg: 'SIGHUP while starting: no worker to restart yet' },
+    { level: 'warn', reason: 'the server is still starting', msg: 'SIGUSR2: no hand-over' },
+    { released: 'SIGTERM' },
+  ], 'the first stop is the one carried out; the second is not logged again');
+});
+
+t.test('with no signal, release says none; after release a signal takes its default action again', async (t) => {
+  const ended = await inProcess(`
+    process.stdout.write(JSON.stringify({ released: signals.release() ?? null }) + '\\n');
+    for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2']) process.off(s, counting);
+    process.kill(process.pid, 'SIGTERM');
+    setTimeout(() => {}, 60_000);
+  `);
+  t.same(ended.lines, [{ released: null }]);
+  t.same([ended.code, ended.signal], [null, 'SIGTERM'], 'ended by the signal: nothing of the latch is left listening');
+});
