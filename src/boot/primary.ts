@@ -145,6 +145,8 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   primary.onStopped(() => managed.close());
   // Last, when no worker is left: the embedded store's final close folds its WAL back into the file.
   primary.onStopped(() => data.db.close());
+  // From here the runtime's own handlers answer signals; a stop asked for before is carried out once started.
+  const earlyStop = starting?.release();
   if (options.handleSignals ?? true) primary.installSignalHandlers();
   try {
     // Before the ports are bound and the first worker is forked: plugins may shape the fleet.
@@ -157,7 +159,6 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
     writePidFile(resolved.dataDir);
     successor?.taken();
   } catch (error) {
-    starting?.release();
     await successor?.failed((error as Error).message);
     removeSocket();
     tls.close();
@@ -168,8 +169,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   await mesh.join();
   autoscaler?.start();
   log.info({ ports: primary.ports, workers: primary.workerCount, plugins: server.pluginNames, dataDir: resolved.dataDir, config: loaded.file ?? null }, 'fleetplane started');
-  const stop = starting?.release();
-  if (stop) primary.stopOnSignal(stop);
+  if (earlyStop) primary.stopOnSignal(earlyStop);
   return server;
 }
 

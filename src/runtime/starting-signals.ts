@@ -4,9 +4,9 @@ const STOPS = ['SIGTERM', 'SIGINT', 'SIGBREAK'] as const;
 
 /**
  * The primary's signals while it is still being put together: after its store is open (that wait has its own
- * stop) and until it has started (repository checkouts, the mesh, the control socket, the ports and the first
- * workers). Without it, a signal there takes its default action and ends the process at once, with no exit code
- * and nothing closed. A stop (SIGTERM, SIGINT, SIGBREAK) is remembered and carried out once the server has
+ * stop) and until the runtime installs its own handlers (repository checkouts, the mesh, the control socket).
+ * Without it, a signal there takes its default action and ends the process at once, with no exit code and nothing
+ * closed. A stop (SIGTERM, SIGINT, SIGBREAK) is remembered, and the boot carries it out once the server has
  * started, as the graceful shutdown it would have been a moment later; SIGHUP and SIGUSR2 have nothing to act on
  * yet and are logged.
  */
