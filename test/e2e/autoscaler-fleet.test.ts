@@ -203,9 +203,14 @@ t.test('an autoscaled cluster on the local provider grows under load, shrinks dr
 
     // Evaluations go on past the cooldown: the failed server counts and is never picked again.
     const ctlStatus = async () => JSON.parse((await fleetplane(['ctl', 'scale', 'status', '--json', '--data-dir', aNode.dataDir])).stdout).replies[0].result;
+    // Until one evaluation follows the action, the last decision is the one that made it.
+    const ended = await until('the refused action to be over', async () => {
+      const status = await ctlStatus();
+      return status.lastAction?.serverId === c && status.lastAction.outcome !== undefined ? status : undefined;
+    });
     const after = await until('an evaluation after the cooldown', async () => {
       const status = await ctlStatus();
-      return status.lastAction?.serverId === c && status.lastDecision?.reason !== 'cooldown' ? status : undefined;
+      return status.evaluations > ended.evaluations && status.lastDecision?.reason !== 'cooldown' ? status : undefined;
     });
     t.match(after.lastDecision, { action: 'none', current: 2 }, 'the refused server still counts toward the size');
     const attempts = logOf(aNode.dataDir).filter((line) => line.time >= startedAt && line.msg === 'autoscaler decided scale-in (idle)');
