@@ -1,5 +1,6 @@
 import t from 'tap';
-import { isAlive, request, ServerProcess } from '../helpers/server-process.js';
+import { isAlive, request, ServerProcess, type ServerEvent } from '../helpers/server-process.js';
+import { until } from '../helpers/wait.js';
 
 t.test('a worker that posts garbage of every shape on its channel: each refused where it arrives, in a few log lines, and nothing crashes', async (t) => {
   const server = await ServerProcess.start({ workers: 2 });
@@ -27,7 +28,10 @@ t.test('a worker that posts garbage of every shape on its channel: each refused 
   t.equal(server.count((event) => event.event === 'worker:crash' || event.event === 'worker:exit'), 0, 'no process crashed or exited');
   t.equal(server.count((event) => event.event === 'restart:start'), 0, 'the refused restart request started nothing');
 
-  const refused = server.events.filter((event) => event.msg === 'refused a malformed message from a worker');
+  // The primary's log reaches this process through its output, which may still be on the way.
+  const isRefusal = (event: ServerEvent) => event.msg === 'refused a malformed message from a worker';
+  await until('the refusal lines to arrive', () => server.count(isRefusal) >= 5 || undefined, 10_000, { last: () => server.count(isRefusal) });
+  const refused = server.events.filter(isRefusal);
   t.equal(refused.length, 5, `${result.sent} malformed messages, five lines in the minute (the rest counted for the summary)`);
   for (const line of refused) t.match(line, { level: 40, targetWorker: result.worker, reason: String });
   t.equal(server.count((event) => /malformed (storage|ipc) message/.test(String(event.msg))), 0, 'no receiver writes a line of its own');
