@@ -2,7 +2,9 @@ import type { Server as HttpServer, IncomingMessage, ServerResponse } from 'node
 import type { Socket } from 'node:net';
 
 interface Tracked {
+  /** The connection's latest response; once it has finished, the connection is idle (see `idleSince`). */
   response?: ServerResponse;
+  /** When the connection was seen idle first: its opening, or the first look after its latest response finished. */
   idleSince: number;
   /** Taken over by another protocol (WebSocket): its owner closes it, with its own close code. */
   upgraded?: boolean;
@@ -30,12 +32,8 @@ export class ConnectionTracker {
     server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => {
       const tracked = this.sockets.get(request.socket as Socket);
       if (this.closing) response.shouldKeepAlive = false;
-      if (!tracked) return;
-      tracked.response = response;
-      response.once('finish', () => {
-        tracked.response = undefined;
-        tracked.idleSince = Date.now();
-      });
+      // No listener per response: whether it has finished is read when it matters (`closeIdle`).
+      if (tracked) tracked.response = response;
     });
   }
 
@@ -66,6 +64,12 @@ export class ConnectionTracker {
    */
   closeIdle(minIdleMs: number, now = Date.now()): void {
     for (const [socket, tracked] of this.sockets) {
+      if (tracked.response?.writableFinished) {
+        // Idle from this look on: a connection closes `minIdleMs` after it was first seen idle, never sooner
+        // after its response than that.
+        tracked.response = undefined;
+        tracked.idleSince = now;
+      }
       if (!tracked.response && !tracked.upgraded && now - tracked.idleSince >= minIdleMs) socket.end();
     }
   }
