@@ -31,9 +31,22 @@ export class DefinitionCache<T> {
     const entry =
       this.cache.peek<Entry<T>>(key) ??
       (await this.cache.get(key, async () => this.toEntry(await this.store.forOrganization(organizationId).collection(this.collection).findOne({ name }))));
+    return this.valueOf(entry);
+  }
+
+  private valueOf(entry: Entry<T>): T | null {
     if ('value' in entry) return entry.value;
     if ('error' in entry) throw entry.error;
     return null;
+  }
+
+  /**
+   * What `get` answers when the definition is cached, without a promise: the compiled definition, or null when
+   * the organization has none by that name (it throws the compile error); undefined when it must be read.
+   */
+  peek(organizationId: string, name: string): T | null | undefined {
+    const entry = this.cache.peek<Entry<T>>(`${organizationId}\u0000${name}`);
+    return entry === undefined ? undefined : this.valueOf(entry);
   }
 
   /** SPEC 5.5: an inactive organization's definitions are released; they are read again when it returns. */

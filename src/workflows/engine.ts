@@ -113,6 +113,11 @@ async function execute(deps: EngineDeps, workflow: CompiledWorkflow, input: unkn
     }
     steps[step.name] = last;
   }
+  return outputOf(workflow, scope, last);
+}
+
+/** The run's answer: its output template over the scope, or the last step's result without one. */
+function outputOf(workflow: CompiledWorkflow, scope: Scope, last: unknown): unknown {
   if (!workflow.output) return last;
   try {
     return workflow.output(scope);
@@ -123,11 +128,20 @@ async function execute(deps: EngineDeps, workflow: CompiledWorkflow, input: unkn
 }
 
 /**
+ * A run of a workflow without steps, at once: only its output template, where nothing can wait, so it needs
+ * no deadline, budget or promise. What `runWorkflow` answers for such a workflow.
+ */
+export function runOutputOnly(workflow: CompiledWorkflow, input: unknown): unknown {
+  return outputOf(workflow, { input, steps: {} }, null);
+}
+
+/**
  * One run of a workflow for one input (SPEC 11.2). The whole run, nested workflows included, shares one
  * deadline and one step budget; when the deadline passes the run fails even if a step ignores it, and every
  * API or IPC call it makes times out by then at the latest.
  */
 export async function runWorkflow(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, organizationId: string): Promise<unknown> {
+  if (workflow.steps.length === 0) return runOutputOnly(workflow, input);
   const active: string[] = [];
   const expired = { value: false };
   const timedOut = () => {
@@ -136,8 +150,6 @@ export async function runWorkflow(deps: EngineDeps, workflow: CompiledWorkflow, 
     return at ? timeout.within(`${at}: `, active[0]) : timeout;
   };
   const context: RunContext = { organizationId, depth: 1, budget: { steps: MAX_STEPS_PER_RUN }, expired, deadline: Date.now() + workflow.timeoutMs, active, trusted: workflow.trusted === true, timedOut };
-  // Only an output template: nothing can wait, so no deadline is needed.
-  if (workflow.steps.length === 0) return execute(deps, workflow, input, context);
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => {

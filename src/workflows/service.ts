@@ -1,7 +1,7 @@
 import { DefinitionCache } from '../api/definition-cache.js';
 import type { Store } from '../db/types.js';
 import { compileWorkflow, type CompiledWorkflow } from './definition.js';
-import { runWorkflow, type EngineDeps } from './engine.js';
+import { runOutputOnly, runWorkflow, type EngineDeps } from './engine.js';
 import { WORKFLOW_ERRORS, WorkflowDefinitionError, WorkflowError } from './errors.js';
 
 export interface WorkflowServiceDeps extends Pick<EngineDeps, 'api' | 'request' | 'isPlatform'> {
@@ -49,6 +49,13 @@ export class WorkflowService {
     return (await this.stored?.get(organizationId, name)) ?? this.registered.get(name) ?? null;
   }
 
+  /** What `resolve` answers when it needs no store read (undefined when it does). */
+  private cached(organizationId: string, name: string): CompiledWorkflow | null | undefined {
+    const stored = this.stored?.peek(organizationId, name);
+    if (stored === undefined && this.stored) return undefined;
+    return stored ?? this.registered.get(name) ?? null;
+  }
+
   /** Runs the workflow once for `input`; failures are `WorkflowError`s naming the step. */
   async run(name: string, input: unknown, context: { organization_id: string }): Promise<unknown> {
     const workflow = await this.resolve(context.organization_id, name);
@@ -61,12 +68,13 @@ export class WorkflowService {
    * earlier effects) and names the input when there are several.
    */
   async runEach(name: string, inputs: readonly unknown[], context: { organization_id: string }): Promise<unknown[]> {
-    const workflow = await this.resolve(context.organization_id, name);
+    const workflow = this.cached(context.organization_id, name) ?? (await this.resolve(context.organization_id, name));
     if (!workflow) throw WORKFLOW_ERRORS.unknownWorkflow(name);
     const results: unknown[] = [];
     for (const [index, input] of inputs.entries()) {
       try {
-        results.push(await runWorkflow(this.engine, workflow, input, context.organization_id));
+        // A workflow without steps answers at once: no promise per input.
+        results.push(workflow.steps.length === 0 ? runOutputOnly(workflow, input) : await runWorkflow(this.engine, workflow, input, context.organization_id));
       } catch (error) {
         if (error instanceof WorkflowError && inputs.length > 1) throw error.within(`input ${index}: `, error.step);
         throw error;
