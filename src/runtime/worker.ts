@@ -16,6 +16,8 @@ import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { socketOf, type ConnectionHandle } from './listeners.js';
 import { IncompleteHeaders } from './incomplete-headers.js';
 import { TrustedProxies, normalizeAddress } from '../auth/client-address.js';
+import { settleWhenQuiet, takeCollector, type Collector } from './settle-memory.js';
+import { systemClock } from './clock.js';
 
 export type ShutdownHook = (reason: string) => void | Promise<void>;
 
@@ -34,6 +36,9 @@ export class WorkerRuntime {
   private inProcess = false;
   private readonly readyGates: Array<() => Promise<void>> = [];
   private stopHeartbeat: () => void = () => {};
+  /** The full collection a forked worker may ask for once, when quiet after it is ready (see settle-memory.ts). */
+  private collector: Collector | undefined;
+  private stopSettling: () => void = () => {};
   private readonly shutdownHooks: ShutdownHook[] = [];
   private readonly refused = new RateLimitedWarnings({ max: 5, windowMs: 60_000, what: 'malformed messages from the primary', log: { warn: (fields, message) => this.log.warn(fields, message) } });
   private readonly stoppedHooks: StoppedHook[] = [];
@@ -137,9 +142,12 @@ export class WorkerRuntime {
     }
     this.setStatus('ready');
     this.post({ fp: 'ready' });
+    if (this.collector) this.stopSettling = settleWhenQuiet({ collect: this.collector, clock: systemClock });
   }
 
   private bindProcess(): void {
+    // The fleet starts workers with `--expose-gc` (WORKER_NODE_FLAGS); the global stays only if the operator asked for it.
+    this.collector = takeCollector(this.config.workers.execArgv.some((flag) => /^--expose[-_]gc$/.test(flag)));
     process.on('message', (message: unknown, handle: unknown) => this.receive(message, handle as ConnectionHandle | undefined));
     // The primary is gone (killed, crashed): serve what is in flight and leave rather than linger as an orphan.
     process.on('disconnect', () => void this.shutdown('primary disconnected'));
@@ -200,6 +208,7 @@ export class WorkerRuntime {
     this.post(signal ? { fp: 'ack', signal } : { fp: 'ack' });
     this.setStatus('stopping', reason);
     this.stopHeartbeat();
+    this.stopSettling();
     this.log.info({ reason }, 'worker shutting down');
     const budget = Math.min(this.config.shutdown.drainTimeoutMs, this.config.shutdown.timeoutMs);
     const drained = await this.connections.drain(budget);

@@ -1,0 +1,76 @@
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
+import type { Clock } from './clock.js';
+
+/**
+ * Why a worker settles its memory itself: starting takes a lot of short-lived memory (modules, compiled schemas),
+ * which grows V8's young generation to its maximum, and an idle process keeps it. V8's memory reducer gives it
+ * back on its own only some 15 s after the start (it waits for a quiet period measured from its last check).
+ * A worker that is still quiet a few seconds after it is ready asks for one full collection: with the
+ * allocation rate low, V8 shrinks the young generation and releases what it no longer uses.
+ */
+export const SETTLE_AFTER_MS = 6_000;
+/** The share of the event loop's time in use, over the last period, below which the worker counts as quiet. */
+export const QUIET_UTILIZATION = 0.05;
+/** Looks after the first, while the worker is busy; then the memory reducer is left to its own schedule. */
+const MAX_LOOKS = 10;
+
+export type Collector = () => void;
+
+/**
+ * The collector the worker's own `--expose-gc` flag made, taken from the global scope so that no application
+ * code calls it: V8 makes the global `gc` undeletable but writable, so it is left `undefined`. Left in place when
+ * the operator asked for it too (`workers.execArgv`).
+ */
+export function takeCollector(keepGlobal: boolean, scope: { gc?: unknown } = globalThis): Collector | undefined {
+  const gc = scope.gc;
+  if (typeof gc !== 'function') return undefined;
+  if (!keepGlobal) scope.gc = undefined;
+  return () => void gc();
+}
+
+export interface SettleOptions {
+  collect: Collector;
+  clock: Clock;
+  /** The event loop's utilization since the previous look (0–1); default: Node's own measure. */
+  utilization?: () => number;
+  afterMs?: number;
+}
+
+/** The event loop's utilization over each period between calls (the first: since the process started). */
+function loopUtilization(): () => number {
+  let previous: EventLoopUtilization | undefined;
+  return () => {
+    const current = performance.eventLoopUtilization();
+    const period = previous ? performance.eventLoopUtilization(current, previous) : current;
+    previous = current;
+    return period.utilization;
+  };
+}
+
+/**
+ * Looks every `afterMs` once started, at most `MAX_LOOKS` times: the first look at which the period before it
+ * was quiet collects, once; a busy worker is using its young generation and is left as it is. Returns the
+ * function that stops it (shutdown).
+ */
+export function settleWhenQuiet(options: SettleOptions): () => void {
+  const afterMs = options.afterMs ?? SETTLE_AFTER_MS;
+  const utilization = options.utilization ?? loopUtilization();
+  // The period the first look judges starts now, not at the process's start (its start is the busiest part).
+  utilization();
+  let looks = 0;
+  let cancel: (() => void) | undefined;
+  const look = () => {
+    looks += 1;
+    if (utilization() < QUIET_UTILIZATION) {
+      cancel = undefined;
+      options.collect();
+      return;
+    }
+    cancel = looks < MAX_LOOKS ? options.clock.setTimeout(look, afterMs) : undefined;
+  };
+  cancel = options.clock.setTimeout(look, afterMs);
+  return () => {
+    cancel?.();
+    cancel = undefined;
+  };
+}

@@ -1,0 +1,86 @@
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { QUIET_UTILIZATION, SETTLE_AFTER_MS, settleWhenQuiet, takeCollector } from '../../src/runtime/settle-memory.js';
+import { FakeClock } from '../helpers/fake-clock.js';
+
+/** A settler on a fake clock whose event loop reports the utilizations given, one per look. */
+function settler(utilizations: number[]) {
+  const clock = new FakeClock();
+  let collections = 0;
+  const periods = [...utilizations];
+  // The first call marks the start of the first period.
+  const utilization = () => periods.shift() ?? 1;
+  periods.unshift(0);
+  const stop = settleWhenQuiet({ collect: () => void collections++, clock, utilization });
+  return { clock, stop, collections: () => collections };
+}
+
+t.test('a worker quiet after it is ready collects once, at the first look', async (t) => {
+  const { clock, collections } = settler([0.01]);
+  clock.advance(SETTLE_AFTER_MS - 1);
+  t.equal(collections(), 0, 'not before the first look');
+  clock.advance(1);
+  t.equal(collections(), 1);
+  clock.advance(SETTLE_AFTER_MS * 20);
+  t.equal(collections(), 1, 'once only');
+  t.equal(clock.pending, 0, 'no timer is left');
+});
+
+t.test('a busy worker is left as it is, and collects at the first quiet look', async (t) => {
+  const { clock, collections } = settler([0.9, QUIET_UTILIZATION, 0.2, QUIET_UTILIZATION / 2]);
+  clock.advance(SETTLE_AFTER_MS * 3);
+  t.equal(collections(), 0, 'three busy periods (a loop at the threshold is busy)');
+  clock.advance(SETTLE_AFTER_MS);
+  t.equal(collections(), 1);
+  t.equal(clock.pending, 0);
+});
+
+t.test('a worker that stays busy stops looking after ten looks', async (t) => {
+  const { clock, collections } = settler(Array(20).fill(0.5));
+  clock.advance(SETTLE_AFTER_MS * 10);
+  t.equal(clock.pending, 0, 'no look is scheduled after the tenth');
+  t.equal(collections(), 0);
+});
+
+t.test('stopping (the worker shuts down) cancels the look', async (t) => {
+  const { clock, stop, collections } = settler([0]);
+  stop();
+  t.equal(clock.pending, 0);
+  clock.advance(SETTLE_AFTER_MS * 2);
+  t.equal(collections(), 0);
+  stop();
+});
+
+t.test('the collector leaves the global scope unless the operator asked for it', async (t) => {
+  let calls = 0;
+  const scope: { gc?: unknown } = { gc: () => void calls++ };
+  const collect = takeCollector(false, scope);
+  t.equal(scope.gc, undefined, 'gone from the scope');
+  collect!();
+  t.equal(calls, 1, 'and still callable by the worker');
+  const kept: { gc?: unknown } = { gc: () => undefined };
+  t.type(takeCollector(true, kept), 'function');
+  t.type(kept.gc, 'function', 'kept when asked for');
+  t.equal(takeCollector(false, {}), undefined, 'none without --expose-gc');
+});
+
+t.test('in a process started with --expose-gc, the settler collects what the start left behind', async (t) => {
+  // A process that allocates as a start does and drops it, then is quiet: the settler's collection, made by the
+  // function taken from the global scope, frees the start's garbage (the heap in use before and after it).
+  const script = `
+    const v8 = require('node:v8');
+    const used = () => v8.getHeapStatistics().used_heap_size;
+    let keep = [];
+    for (let round = 0; round < 40; round += 1) { keep.push(Array.from({ length: 20000 }, (_, i) => ({ i, text: 'x' + i }))); if (keep.length > 8) keep.shift(); }
+    keep = null;
+    import(${JSON.stringify(new URL('../../dist/src/runtime/settle-memory.js', import.meta.url).href)}).then(({ settleWhenQuiet, takeCollector }) => {
+      const collect = takeCollector(false);
+      if (globalThis.gc !== undefined) throw new Error('gc is still global');
+      const clock = { now: Date.now, setTimeout: (fn, ms) => { const timer = setTimeout(fn, ms); return () => clearTimeout(timer); } };
+      settleWhenQuiet({ collect: () => { const before = used(); collect(); console.log(JSON.stringify({ before, after: used() })); }, clock, afterMs: 200 });
+    });`;
+  const result = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+  t.equal(result.status, 0, result.stderr);
+  const { before, after } = JSON.parse(result.stdout.trim()) as { before: number; after: number };
+  t.ok(after < before / 2, `the heap in use fell from ${before} to ${after} bytes`);
+});
