@@ -3,15 +3,18 @@ import { spawnSync } from 'node:child_process';
 import { QUIET_UTILIZATION, SETTLE_AFTER_MS, settleWhenQuiet, takeCollector } from '../../src/runtime/settle-memory.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
-/** A settler on a fake clock whose event loop reports the utilizations given, one per look. */
-function settler(utilizations: number[]) {
+/**
+ * A settler on a fake clock whose event loop reports the utilizations given, one per look, and whose
+ * collections settle the young generation from the `settlesAt`-th on.
+ */
+function settler(utilizations: number[], settlesAt = 1) {
   const clock = new FakeClock();
   let collections = 0;
   const periods = [...utilizations];
   // The first call marks the start of the first period.
   const utilization = () => periods.shift() ?? 1;
   periods.unshift(0);
-  const stop = settleWhenQuiet({ collect: () => void collections++, clock, utilization });
+  const stop = settleWhenQuiet({ collect: () => ++collections >= settlesAt, clock, utilization });
   return { clock, stop, collections: () => collections };
 }
 
@@ -32,6 +35,19 @@ t.test('a busy worker is left as it is, and collects at the first quiet look', a
   t.equal(collections(), 0, 'three busy periods (a loop at the threshold is busy)');
   clock.advance(SETTLE_AFTER_MS);
   t.equal(collections(), 1);
+  t.equal(clock.pending, 0);
+});
+
+t.test('a collection that left the young generation as it was is followed by another at the next quiet look', async (t) => {
+  const { clock, collections } = settler([0, 0.5, 0, 0], 2);
+  clock.advance(SETTLE_AFTER_MS);
+  t.equal(collections(), 1);
+  clock.advance(SETTLE_AFTER_MS);
+  t.equal(collections(), 1, 'not while busy');
+  clock.advance(SETTLE_AFTER_MS);
+  t.equal(collections(), 2, 'settled by the second');
+  clock.advance(SETTLE_AFTER_MS * 5);
+  t.equal(collections(), 2);
   t.equal(clock.pending, 0);
 });
 
@@ -56,7 +72,7 @@ t.test('the collector leaves the global scope unless the operator asked for it',
   const scope: { gc?: unknown } = { gc: () => void calls++ };
   const collect = takeCollector(false, scope);
   t.equal(scope.gc, undefined, 'gone from the scope');
-  collect!();
+  t.type(collect!(), 'boolean', 'it says whether the young generation is settled');
   t.equal(calls, 1, 'and still callable by the worker');
   const kept: { gc?: unknown } = { gc: () => undefined };
   t.type(takeCollector(true, kept), 'function');
@@ -77,7 +93,7 @@ t.test('in a process started with --expose-gc, the settler collects what the sta
       const collect = takeCollector(false);
       if (globalThis.gc !== undefined) throw new Error('gc is still global');
       const clock = { now: Date.now, setTimeout: (fn, ms) => { const timer = setTimeout(fn, ms); return () => clearTimeout(timer); } };
-      settleWhenQuiet({ collect: () => { const before = used(); collect(); console.log(JSON.stringify({ before, after: used() })); }, clock, afterMs: 200 });
+      settleWhenQuiet({ collect: () => { const before = used(); collect(); console.log(JSON.stringify({ before, after: used() })); return true; }, clock, afterMs: 200 });
     });`;
   const result = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000 });
   t.equal(result.status, 0, result.stderr);
