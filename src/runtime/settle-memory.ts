@@ -10,10 +10,12 @@ import type { Clock } from './clock.js';
  * allocation rate low, V8 shrinks the young generation and releases what it no longer uses.
  */
 export const SETTLE_AFTER_MS = 6_000;
+/** The looks after the first, while the worker is busy or V8 kept the young generation. */
+export const LOOK_EVERY_MS = 2_000;
 /** The share of the event loop's time in use, over the last period, below which the worker counts as quiet. */
 export const QUIET_UTILIZATION = 0.05;
-/** Looks at most, the first included; then the memory reducer is left to its own schedule. */
-const MAX_LOOKS = 10;
+/** Looks at most, the first included (about 45 s); then the memory reducer is left to its own schedule. */
+const MAX_LOOKS = 20;
 /** The young generation's reserve once given back: V8's smallest, 2 × 0.5 MiB (measured 1 MiB). */
 const SETTLED_YOUNG_BYTES = 2 * 1024 * 1024;
 
@@ -47,6 +49,7 @@ export interface SettleOptions {
   /** The event loop's utilization since the previous look (0–1); default: Node's own measure. */
   utilization?: () => number;
   afterMs?: number;
+  everyMs?: number;
 }
 
 /** The event loop's utilization over each period between calls (the first: since the process started). */
@@ -61,12 +64,13 @@ function loopUtilization(): () => number {
 }
 
 /**
- * Looks every `afterMs` once started, at most `MAX_LOOKS` times: a look at which the period before it was quiet
- * collects, until a collection has settled the young generation; a busy worker is using its young generation
- * and is left as it is. Returns the function that stops it (shutdown).
+ * Looks `afterMs` after it is started, then every `everyMs`, at most `MAX_LOOKS` times: a look at which the
+ * period before it was quiet collects, until a collection has settled the young generation; a busy worker is
+ * using its young generation and is left as it is. Returns the function that stops it (shutdown).
  */
 export function settleWhenQuiet(options: SettleOptions): () => void {
   const afterMs = options.afterMs ?? SETTLE_AFTER_MS;
+  const everyMs = options.everyMs ?? LOOK_EVERY_MS;
   const utilization = options.utilization ?? loopUtilization();
   // The period the first look judges starts now, not at the process's start (its start is the busiest part).
   utilization();
@@ -75,7 +79,7 @@ export function settleWhenQuiet(options: SettleOptions): () => void {
   const look = () => {
     looks += 1;
     const settled = utilization() < QUIET_UTILIZATION && options.collect();
-    cancel = !settled && looks < MAX_LOOKS ? options.clock.setTimeout(look, afterMs) : undefined;
+    cancel = !settled && looks < MAX_LOOKS ? options.clock.setTimeout(look, everyMs) : undefined;
   };
   cancel = options.clock.setTimeout(look, afterMs);
   return () => {

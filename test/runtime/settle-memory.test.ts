@@ -1,6 +1,6 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { QUIET_UTILIZATION, SETTLE_AFTER_MS, settleWhenQuiet, takeCollector } from '../../src/runtime/settle-memory.js';
+import { LOOK_EVERY_MS, QUIET_UTILIZATION, SETTLE_AFTER_MS, settleWhenQuiet, takeCollector } from '../../src/runtime/settle-memory.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
 /**
@@ -31,9 +31,11 @@ t.test('a worker quiet after it is ready collects once, at the first look', asyn
 
 t.test('a busy worker is left as it is, and collects at the first quiet look', async (t) => {
   const { clock, collections } = settler([0.9, QUIET_UTILIZATION, 0.2, QUIET_UTILIZATION / 2]);
-  clock.advance(SETTLE_AFTER_MS * 3);
+  clock.advance(SETTLE_AFTER_MS + LOOK_EVERY_MS * 2);
   t.equal(collections(), 0, 'three busy periods (a loop at the threshold is busy)');
-  clock.advance(SETTLE_AFTER_MS);
+  clock.advance(LOOK_EVERY_MS - 1);
+  t.equal(collections(), 0, 'the next look comes every LOOK_EVERY_MS');
+  clock.advance(1);
   t.equal(collections(), 1);
   t.equal(clock.pending, 0);
 });
@@ -42,19 +44,21 @@ t.test('a collection that left the young generation as it was is followed by ano
   const { clock, collections } = settler([0, 0.5, 0, 0], 2);
   clock.advance(SETTLE_AFTER_MS);
   t.equal(collections(), 1);
-  clock.advance(SETTLE_AFTER_MS);
+  clock.advance(LOOK_EVERY_MS);
   t.equal(collections(), 1, 'not while busy');
-  clock.advance(SETTLE_AFTER_MS);
+  clock.advance(LOOK_EVERY_MS);
   t.equal(collections(), 2, 'settled by the second');
-  clock.advance(SETTLE_AFTER_MS * 5);
+  clock.advance(LOOK_EVERY_MS * 50);
   t.equal(collections(), 2);
   t.equal(clock.pending, 0);
 });
 
-t.test('a worker that stays busy stops looking after ten looks', async (t) => {
-  const { clock, collections } = settler(Array(20).fill(0.5));
-  clock.advance(SETTLE_AFTER_MS * 10);
-  t.equal(clock.pending, 0, 'no look is scheduled after the tenth');
+t.test('a worker that stays busy stops looking after twenty looks', async (t) => {
+  const { clock, collections } = settler(Array(30).fill(0.5));
+  clock.advance(SETTLE_AFTER_MS + LOOK_EVERY_MS * 18);
+  t.equal(clock.pending, 1, 'the twentieth look is still to come');
+  clock.advance(LOOK_EVERY_MS);
+  t.equal(clock.pending, 0, 'no look is scheduled after the twentieth');
   t.equal(collections(), 0);
 });
 
