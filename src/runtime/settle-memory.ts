@@ -5,17 +5,19 @@ import type { Clock } from './clock.js';
 /**
  * Why a worker settles its memory itself: starting takes a lot of short-lived memory (modules, compiled schemas),
  * which grows V8's young generation to its maximum, and an idle process keeps it. V8's memory reducer gives it
- * back on its own only some 15 s after the start (it waits for a quiet period measured from its last check).
- * A worker that is still quiet a few seconds after it is ready asks for one full collection: with the
- * allocation rate low, V8 shrinks the young generation and releases what it no longer uses.
+ * back on its own only some 16 s after the start (it waits for a quiet period measured from its last check).
+ * A worker that has been quiet for `QUIET_FOR_MS` asks for one full collection: with the allocation rate low,
+ * V8 shrinks the young generation and releases what it no longer uses. A shrunk young generation grows again
+ * under load, so a worker is judged over a whole window, not an instant, as the memory reducer does.
  */
-export const SETTLE_AFTER_MS = 6_000;
-/** The looks after the first, while the worker is busy or V8 kept the young generation. */
+/** How long a worker must have been quiet, from its ready on, before it collects. */
+export const QUIET_FOR_MS = 6_000;
+/** How often the event loop is sampled: the quiet window slides by this much. */
 export const LOOK_EVERY_MS = 2_000;
-/** The share of the event loop's time in use, over the last period, below which the worker counts as quiet. */
+/** The share of the event loop's time in use, over the window, below which the worker counts as quiet. */
 export const QUIET_UTILIZATION = 0.05;
-/** Looks at most, the first included (about 45 s); then the memory reducer is left to its own schedule. */
-const MAX_LOOKS = 20;
+/** Looks at most (about 45 s from ready); then the memory reducer is left to its own schedule. */
+const MAX_LOOKS = 22;
 /** The young generation's reserve once given back: V8's smallest, 2 × 0.5 MiB (measured 1 MiB). */
 const SETTLED_YOUNG_BYTES = 2 * 1024 * 1024;
 
@@ -46,10 +48,10 @@ export function takeCollector(keepGlobal: boolean, scope: { gc?: unknown } = glo
 export interface SettleOptions {
   collect: Collector;
   clock: Clock;
-  /** The event loop's utilization since the previous look (0–1); default: Node's own measure. */
+  /** The event loop's utilization since the previous call (0–1); default: Node's own measure. */
   utilization?: () => number;
-  afterMs?: number;
   everyMs?: number;
+  quietForMs?: number;
 }
 
 /** The event loop's utilization over each period between calls (the first: since the process started). */
@@ -64,24 +66,29 @@ function loopUtilization(): () => number {
 }
 
 /**
- * Looks `afterMs` after it is started, then every `everyMs`, at most `MAX_LOOKS` times: a look at which the
- * period before it was quiet collects, until a collection has settled the young generation; a busy worker is
- * using its young generation and is left as it is. Returns the function that stops it (shutdown).
+ * Samples the event loop every `everyMs` from its start on; once `quietForMs` have passed, a look whose last
+ * `quietForMs` were quiet collects, until a collection has settled the young generation. A busy worker is using
+ * its young generation and is left as it is. At most `MAX_LOOKS` samples. Returns the function that stops it
+ * (shutdown).
  */
 export function settleWhenQuiet(options: SettleOptions): () => void {
-  const afterMs = options.afterMs ?? SETTLE_AFTER_MS;
   const everyMs = options.everyMs ?? LOOK_EVERY_MS;
+  const window = Math.max(1, Math.round((options.quietForMs ?? QUIET_FOR_MS) / everyMs));
   const utilization = options.utilization ?? loopUtilization();
-  // The period the first look judges starts now, not at the process's start (its start is the busiest part).
+  // The first period starts now, not at the process's start (its start is the busiest part).
   utilization();
+  const periods: number[] = [];
   let looks = 0;
   let cancel: (() => void) | undefined;
   const look = () => {
     looks += 1;
-    const settled = utilization() < QUIET_UTILIZATION && options.collect();
+    periods.push(utilization());
+    if (periods.length > window) periods.shift();
+    const quiet = periods.length === window && periods.reduce((sum, share) => sum + share, 0) / window < QUIET_UTILIZATION;
+    const settled = quiet && options.collect();
     cancel = !settled && looks < MAX_LOOKS ? options.clock.setTimeout(look, everyMs) : undefined;
   };
-  cancel = options.clock.setTimeout(look, afterMs);
+  cancel = options.clock.setTimeout(look, everyMs);
   return () => {
     cancel?.();
     cancel = undefined;

@@ -1,51 +1,56 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { LOOK_EVERY_MS, QUIET_UTILIZATION, SETTLE_AFTER_MS, settleWhenQuiet, takeCollector } from '../../src/runtime/settle-memory.js';
+import { LOOK_EVERY_MS, QUIET_FOR_MS, QUIET_UTILIZATION, settleWhenQuiet, takeCollector } from '../../src/runtime/settle-memory.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
 /**
- * A settler on a fake clock whose event loop reports the utilizations given, one per look, and whose
- * collections settle the young generation from the `settlesAt`-th on.
+ * A settler on a fake clock whose event loop reports the utilizations given, one per sampled period of
+ * LOOK_EVERY_MS, and whose collections settle the young generation from the `settlesAt`-th on.
  */
 function settler(utilizations: number[], settlesAt = 1) {
   const clock = new FakeClock();
   let collections = 0;
-  const periods = [...utilizations];
   // The first call marks the start of the first period.
+  const periods = [0, ...utilizations];
   const utilization = () => periods.shift() ?? 1;
-  periods.unshift(0);
   const stop = settleWhenQuiet({ collect: () => ++collections >= settlesAt, clock, utilization });
   return { clock, stop, collections: () => collections };
 }
 
-t.test('a worker quiet after it is ready collects once, at the first look', async (t) => {
-  const { clock, collections } = settler([0.01]);
-  clock.advance(SETTLE_AFTER_MS - 1);
-  t.equal(collections(), 0, 'not before the first look');
+t.test('a worker quiet from its ready on collects once, when it has been quiet for QUIET_FOR_MS', async (t) => {
+  const { clock, collections } = settler([0.01, 0.01, 0.01]);
+  clock.advance(QUIET_FOR_MS - 1);
+  t.equal(collections(), 0, 'not before the window has passed');
   clock.advance(1);
   t.equal(collections(), 1);
-  clock.advance(SETTLE_AFTER_MS * 20);
+  clock.advance(QUIET_FOR_MS * 20);
   t.equal(collections(), 1, 'once only');
   t.equal(clock.pending, 0, 'no timer is left');
 });
 
-t.test('a busy worker is left as it is, and collects at the first quiet look', async (t) => {
-  const { clock, collections } = settler([0.9, QUIET_UTILIZATION, 0.2, QUIET_UTILIZATION / 2]);
-  clock.advance(SETTLE_AFTER_MS + LOOK_EVERY_MS * 2);
-  t.equal(collections(), 0, 'three busy periods (a loop at the threshold is busy)');
-  clock.advance(LOOK_EVERY_MS - 1);
-  t.equal(collections(), 0, 'the next look comes every LOOK_EVERY_MS');
-  clock.advance(1);
+t.test('a worker busy in its first seconds collects once the whole window after its work has been quiet', async (t) => {
+  // 2 s busy at 30 %, then quiet: the windows ending at 6 s (10 %) and 8 s (0 %).
+  const { clock, collections } = settler([0.3, 0, 0, 0]);
+  clock.advance(QUIET_FOR_MS);
+  t.equal(collections(), 0, 'the window still holds the busy period');
+  clock.advance(LOOK_EVERY_MS);
+  t.equal(collections(), 1, 'collected once the window slid past it');
+});
+
+t.test('a short burst inside a quiet stretch keeps the worker from collecting until the window is past it', async (t) => {
+  const average = QUIET_UTILIZATION * 3;
+  // A window averaging exactly the threshold is busy.
+  const { clock, collections } = settler([0, 0, average, 0, 0, 0]);
+  clock.advance(LOOK_EVERY_MS * 5);
+  t.equal(collections(), 0, 'every window up to 10 s holds the burst');
+  clock.advance(LOOK_EVERY_MS);
   t.equal(collections(), 1);
-  t.equal(clock.pending, 0);
 });
 
 t.test('a collection that left the young generation as it was is followed by another at the next quiet look', async (t) => {
-  const { clock, collections } = settler([0, 0.5, 0, 0], 2);
-  clock.advance(SETTLE_AFTER_MS);
+  const { clock, collections } = settler([0, 0, 0, 0, 0.5, 0, 0, 0], 2);
+  clock.advance(QUIET_FOR_MS);
   t.equal(collections(), 1);
-  clock.advance(LOOK_EVERY_MS);
-  t.equal(collections(), 1, 'not while busy');
   clock.advance(LOOK_EVERY_MS);
   t.equal(collections(), 2, 'settled by the second');
   clock.advance(LOOK_EVERY_MS * 50);
@@ -53,12 +58,12 @@ t.test('a collection that left the young generation as it was is followed by ano
   t.equal(clock.pending, 0);
 });
 
-t.test('a worker that stays busy stops looking after twenty looks', async (t) => {
+t.test('a worker that stays busy stops looking after 22 samples', async (t) => {
   const { clock, collections } = settler(Array(30).fill(0.5));
-  clock.advance(SETTLE_AFTER_MS + LOOK_EVERY_MS * 18);
-  t.equal(clock.pending, 1, 'the twentieth look is still to come');
+  clock.advance(LOOK_EVERY_MS * 21);
+  t.equal(clock.pending, 1, 'the 22nd sample is still to come');
   clock.advance(LOOK_EVERY_MS);
-  t.equal(clock.pending, 0, 'no look is scheduled after the twentieth');
+  t.equal(clock.pending, 0, 'none is scheduled after the 22nd');
   t.equal(collections(), 0);
 });
 
@@ -66,7 +71,7 @@ t.test('stopping (the worker shuts down) cancels the look', async (t) => {
   const { clock, stop, collections } = settler([0]);
   stop();
   t.equal(clock.pending, 0);
-  clock.advance(SETTLE_AFTER_MS * 2);
+  clock.advance(QUIET_FOR_MS * 2);
   t.equal(collections(), 0);
   stop();
 });
@@ -97,7 +102,7 @@ t.test('in a process started with --expose-gc, the settler collects what the sta
       const collect = takeCollector(false);
       if (globalThis.gc !== undefined) throw new Error('gc is still global');
       const clock = { now: Date.now, setTimeout: (fn, ms) => { const timer = setTimeout(fn, ms); return () => clearTimeout(timer); } };
-      settleWhenQuiet({ collect: () => { const before = used(); collect(); console.log(JSON.stringify({ before, after: used() })); return true; }, clock, afterMs: 200 });
+      settleWhenQuiet({ collect: () => { const before = used(); collect(); console.log(JSON.stringify({ before, after: used() })); return true; }, clock, everyMs: 100, quietForMs: 200 });
     });`;
   const result = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000 });
   t.equal(result.status, 0, result.stderr);
