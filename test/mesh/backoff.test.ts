@@ -21,12 +21,14 @@ t.test('the jitter spans 500 to 4500 ms on top of the backoff', async (t) => {
 t.test('every delay stays inside its bounds with the real random source', async (t) => {
   for (let attempt = 0; attempt < 15; attempt++) {
     const backoff = Math.min(30_000, 1_000 * 1.5 ** attempt);
+    // Delays are whole milliseconds, rounded from backoff + jitter: the bounds are rounded the same way.
+    const [lowest, highest] = [Math.round(backoff + 500), Math.round(backoff + 4_500)];
     for (let i = 0; i < 50; i++) {
       const delay = reconnectDelayMs(attempt);
-      if (delay < backoff + 500 || delay > backoff + 4_500) t.fail(`attempt ${attempt}: ${delay}`);
+      if (!Number.isInteger(delay) || delay < lowest || delay > highest) t.fail(`attempt ${attempt}: ${delay} not in [${lowest}, ${highest}]`);
     }
   }
-  t.pass('750 delays within [backoff + 500, backoff + 4500]');
+  t.pass('750 whole-millisecond delays within [backoff + 500, backoff + 4500], rounded');
 });
 
 t.test('huge or odd attempt numbers stay at the cap and never go below the base', async (t) => {
