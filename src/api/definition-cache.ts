@@ -5,6 +5,9 @@ type Entry<T> = { value: T } | { error: Error } | { missing: true };
 
 export type DefinitionCacheOptions = StoreCacheOptions;
 
+/** A definition's cache key; with an empty name, the prefix of every key of the organization. */
+const keyOf = (organizationId: string, name: string) => `${organizationId}\u0000${name}`;
+
 /**
  * Named per-organization definitions (`apis`, `workflows`, `webhooks`), compiled once and cached per process.
  * Other processes and the CLI write the same store, so staleness is bounded the way the tenant directory bounds
@@ -26,7 +29,7 @@ export class DefinitionCache<T> {
 
   /** The compiled definition, null when the organization has none by that name; throws its compile error. */
   async get(organizationId: string, name: string): Promise<T | null> {
-    const key = `${organizationId}\u0000${name}`;
+    const key = keyOf(organizationId, name);
     // A cache hit needs no promise of its own: most requests name a definition used a moment ago.
     const entry =
       this.cache.peek<Entry<T>>(key) ??
@@ -45,13 +48,13 @@ export class DefinitionCache<T> {
    * the organization has none by that name (it throws the compile error); undefined when it must be read.
    */
   peek(organizationId: string, name: string): T | null | undefined {
-    const entry = this.cache.peek<Entry<T>>(`${organizationId}\u0000${name}`);
+    const entry = this.cache.peek<Entry<T>>(keyOf(organizationId, name));
     return entry === undefined ? undefined : this.valueOf(entry);
   }
 
   /** SPEC 5.5: an inactive organization's definitions are released; they are read again when it returns. */
   forget(organizationId: string): number {
-    const prefix = `${organizationId}\u0000`;
+    const prefix = keyOf(organizationId, '');
     return this.cache.deleteWhere((key) => key.startsWith(prefix));
   }
 

@@ -73,7 +73,7 @@ function loopUtilization(): () => number {
  */
 export function settleWhenQuiet(options: SettleOptions): () => void {
   const everyMs = options.everyMs ?? LOOK_EVERY_MS;
-  const window = Math.max(1, Math.round((options.quietForMs ?? QUIET_FOR_MS) / everyMs));
+  const windowSize = Math.max(1, Math.round((options.quietForMs ?? QUIET_FOR_MS) / everyMs));
   const utilization = options.utilization ?? loopUtilization();
   // The first period starts now, not at the process's start (its start is the busiest part).
   utilization();
@@ -83,8 +83,8 @@ export function settleWhenQuiet(options: SettleOptions): () => void {
   const look = () => {
     looks += 1;
     periods.push(utilization());
-    if (periods.length > window) periods.shift();
-    const quiet = periods.length === window && periods.reduce((sum, share) => sum + share, 0) / window < QUIET_UTILIZATION;
+    if (periods.length > windowSize) periods.shift();
+    const quiet = periods.length === windowSize && periods.reduce((sum, share) => sum + share, 0) / windowSize < QUIET_UTILIZATION;
     const settled = quiet && options.collect();
     cancel = !settled && looks < MAX_LOOKS ? options.clock.setTimeout(look, everyMs) : undefined;
   };

@@ -128,20 +128,17 @@ function outputOf(workflow: CompiledWorkflow, scope: Scope, last: unknown): unkn
 }
 
 /**
- * A run of a workflow without steps, at once: only its output template, where nothing can wait, so it needs
- * no deadline, budget or promise. What `runWorkflow` answers for such a workflow.
- */
-export function runOutputOnly(workflow: CompiledWorkflow, input: unknown): unknown {
-  return outputOf(workflow, { input, steps: {} }, null);
-}
-
-/**
  * One run of a workflow for one input (SPEC 11.2). The whole run, nested workflows included, shares one
  * deadline and one step budget; when the deadline passes the run fails even if a step ignores it, and every
- * API or IPC call it makes times out by then at the latest.
+ * API or IPC call it makes times out by then at the latest. A workflow without steps is only its output
+ * template, where nothing can wait: it is answered at once, without a promise (and throws its failure).
  */
-export async function runWorkflow(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, organizationId: string): Promise<unknown> {
-  if (workflow.steps.length === 0) return runOutputOnly(workflow, input);
+export function runWorkflow(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, organizationId: string): unknown {
+  if (workflow.steps.length === 0) return outputOf(workflow, { input, steps: {} }, null);
+  return runWithDeadline(deps, workflow, input, organizationId);
+}
+
+async function runWithDeadline(deps: EngineDeps, workflow: CompiledWorkflow, input: unknown, organizationId: string): Promise<unknown> {
   const active: string[] = [];
   const expired = { value: false };
   const timedOut = () => {

@@ -1,7 +1,7 @@
 import { DefinitionCache } from '../api/definition-cache.js';
 import type { Store } from '../db/types.js';
 import { compileWorkflow, type CompiledWorkflow } from './definition.js';
-import { runOutputOnly, runWorkflow, type EngineDeps } from './engine.js';
+import { runWorkflow, type EngineDeps } from './engine.js';
 import { WORKFLOW_ERRORS, WorkflowDefinitionError, WorkflowError } from './errors.js';
 
 export interface WorkflowServiceDeps extends Pick<EngineDeps, 'api' | 'request' | 'isPlatform'> {
@@ -46,7 +46,8 @@ export class WorkflowService {
 
   /** The workflow an organization reaches by this name, or null. */
   async resolve(organizationId: string, name: string): Promise<CompiledWorkflow | null> {
-    return (await this.stored?.get(organizationId, name)) ?? this.registered.get(name) ?? null;
+    const cached = this.cached(organizationId, name);
+    return cached !== undefined ? cached : ((await this.stored!.get(organizationId, name)) ?? this.registered.get(name) ?? null);
   }
 
   /** What `resolve` answers when it needs no store read (undefined when it does). */
@@ -68,13 +69,16 @@ export class WorkflowService {
    * earlier effects) and names the input when there are several.
    */
   async runEach(name: string, inputs: readonly unknown[], context: { organization_id: string }): Promise<unknown[]> {
-    const workflow = this.cached(context.organization_id, name) ?? (await this.resolve(context.organization_id, name));
+    // A definition compiled a moment ago needs no promise.
+    const cached = this.cached(context.organization_id, name);
+    const workflow = cached !== undefined ? cached : await this.resolve(context.organization_id, name);
     if (!workflow) throw WORKFLOW_ERRORS.unknownWorkflow(name);
     const results: unknown[] = [];
     for (const [index, input] of inputs.entries()) {
       try {
-        // A workflow without steps answers at once: no promise per input.
-        results.push(workflow.steps.length === 0 ? runOutputOnly(workflow, input) : await runWorkflow(this.engine, workflow, input, context.organization_id));
+        // A run that answers at once (a workflow without steps) is not waited for: no promise per input.
+        const result = runWorkflow(this.engine, workflow, input, context.organization_id);
+        results.push(result instanceof Promise ? await result : result);
       } catch (error) {
         if (error instanceof WorkflowError && inputs.length > 1) throw error.within(`input ${index}: `, error.step);
         throw error;
