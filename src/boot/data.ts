@@ -27,18 +27,24 @@ export function openKeyring(config: ResolvedConfig, env: NodeJS.ProcessEnv): Sec
  */
 /**
  * `failureLedger`: where failed authentications are counted, for a worker its primary (see `Authorizer`).
+ * `stop`: ends the wait for a store that is still unreachable (the primary's starting signals); without it,
+ * SIGTERM or SIGINT during that wait end it.
  */
-export async function openServerData(config: ResolvedConfig, log: Logger, secrets: SecretKeyring, options: { sealAtStart: boolean; failureLedger?: FailureLedger }): Promise<ServerData> {
-  // SIGTERM or SIGINT while the store is still unreachable stops the boot instead of waiting on.
+export async function openServerData(config: ResolvedConfig, log: Logger, secrets: SecretKeyring, options: { sealAtStart: boolean; failureLedger?: FailureLedger; stop?: AbortSignal }): Promise<ServerData> {
+  const open = (signal: AbortSignal) => openDataServices(config, log.child({ component: 'authorize' }), { signal, failureLedger: options.failureLedger });
+  const data = options.stop ? await open(options.stop) : await untilStopSignal(open);
+  if (options.sealAtStart) await sealPlaintextAtStart(data.db, secrets, log.child({ component: 'secrets' }));
+  return { db: new SealedStore(data.db, secrets), authorize: data.authorize, secrets };
+}
+
+/** `work` with a signal that SIGTERM or SIGINT aborts, listened to only while it runs. */
+async function untilStopSignal<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const stop = new AbortController();
   const abort = () => stop.abort(new Error('stopped while waiting for the store'));
   process.once('SIGTERM', abort).once('SIGINT', abort);
-  let data;
   try {
-    data = await openDataServices(config, log.child({ component: 'authorize' }), { signal: stop.signal, failureLedger: options.failureLedger });
+    return await work(stop.signal);
   } finally {
     process.off('SIGTERM', abort).off('SIGINT', abort);
   }
-  if (options.sealAtStart) await sealPlaintextAtStart(data.db, secrets, log.child({ component: 'secrets' }));
-  return { db: new SealedStore(data.db, secrets), authorize: data.authorize, secrets };
 }

@@ -50,8 +50,8 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const events = serverEvents(log);
   // After a rolling restart or a recycle, this line is how an operator tells which pids serve.
   events.on('worker:ready', ({ workerId, pid }) => log.info({ targetWorker: workerId, pid }, 'worker ready'));
-  const data = await openServerData(resolved, log, secrets, { sealAtStart: true });
   const starting = (options.handleSignals ?? true) ? new StartingSignals(log) : undefined;
+  const data = await openServerData(resolved, log, secrets, { sealAtStart: true, ...(starting ? { stop: starting.stopped } : {}) });
   // Resolved once here: workers are handed it at fork and never look it up in the store themselves.
   const managerConnection = await openManagerConnection(resolved, serverId, data, log);
 
@@ -146,8 +146,7 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   // Last, when no worker is left: the embedded store's final close folds its WAL back into the file.
   primary.onStopped(() => data.db.close());
   // From here the runtime's own handlers answer signals; a stop asked for before is carried out once started.
-  const earlyStop = starting?.release();
-  if (options.handleSignals ?? true) primary.installSignalHandlers();
+  const earlyStop = starting?.handOver(() => primary.installSignalHandlers());
   try {
     // Before the ports are bound and the first worker is forked: plugins may shape the fleet.
     await server.installPlugins();

@@ -31,7 +31,9 @@ const FORWARDED: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SI
 export function standIn(dataDir: string, log: Logger, pollMs = 500): void {
   log.warn({ primary: readPidFile(dataDir) }, "hand-over: staying as a stand-in, this container's init would end the container with this process");
   for (const signal of FORWARDED) {
-    process.removeAllListeners(signal);
+    // Added before the old primary's listeners go: a signal caught and not yet delivered is forwarded, not lost
+    // (see StartingSignals.handOver).
+    const previous = process.listeners(signal);
     process.on(signal, () => {
       const pid = readPidFile(dataDir);
       if (pid === undefined) return;
@@ -41,6 +43,7 @@ export function standIn(dataDir: string, log: Logger, pollMs = 500): void {
         // gone: the poll below ends this process
       }
     });
+    for (const listener of previous) process.off(signal, listener as () => void);
   }
   // Referenced on purpose: this timer is what keeps the stand-in alive.
   setInterval(() => {

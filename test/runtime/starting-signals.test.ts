@@ -36,7 +36,7 @@ t.test('while starting, a stop signal is remembered instead of ending the proces
     process.kill(process.pid, 'SIGHUP');
     process.kill(process.pid, 'SIGUSR2');
     await delivered(4);
-    process.stdout.write(JSON.stringify({ released: signals.release() ?? null }) + '\\n');
+    process.stdout.write(JSON.stringify({ released: signals.handOver(() => {}) ?? null }) + '\\n');
   `);
   t.same([ended.code, ended.signal], [0, null], 'the process lived through all four');
   t.same(ended.lines, [
@@ -47,13 +47,50 @@ t.test('while starting, a stop signal is remembered instead of ending the proces
   ], 'the first stop is the one carried out; the second is not logged again');
 });
 
-t.test('with no signal, release says none; after release a signal takes its default action again', async (t) => {
+t.test('with no signal, the hand-over says none; after it a signal takes its default action again', async (t) => {
   const ended = await inProcess(`
-    process.stdout.write(JSON.stringify({ released: signals.release() ?? null }) + '\\n');
+    process.stdout.write(JSON.stringify({ released: signals.handOver(() => {}) ?? null }) + '\\n');
     for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2']) process.off(s, counting);
     process.kill(process.pid, 'SIGTERM');
     setTimeout(() => {}, 60_000);
   `);
   t.same(ended.lines, [{ released: null }]);
   t.same([ended.code, ended.signal], [null, 'SIGTERM'], 'ended by the signal: nothing of the latch is left listening');
+});
+
+t.test('a stop caught during the synchronous part of the boot reaches the handlers installed at the hand-over', async (t) => {
+  // The signal is caught inside process.kill (sent to itself) and delivered at the loop's next turn, by which time
+  // the starting latch has handed over: the runtime's handler is the one to receive it, and it is not lost.
+  const ended = await inProcess(`
+    for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2']) process.off(s, counting);
+    process.kill(process.pid, 'SIGTERM');
+    const released = signals.handOver(() => process.on('SIGTERM', () => {
+      process.stdout.write(JSON.stringify({ runtime: 'SIGTERM' }) + '\\n');
+      process.exit(0);
+    }));
+    process.stdout.write(JSON.stringify({ released: released ?? null }) + '\\n');
+    let turns = 0;
+    const turn = () => (++turns < 20 ? setImmediate(turn) : (process.stdout.write(JSON.stringify({ lost: true }) + '\\n'), process.exit(3)));
+    turn();
+  `);
+  t.same(ended.lines, [{ released: null }, { runtime: 'SIGTERM' }], 'the runtime handled the stop within a few turns of the loop');
+  t.same([ended.code, ended.signal], [0, null]);
+});
+
+t.test('the first stop aborts the starting signal that ends a wait for the store', async (t) => {
+  const ended = await inProcess(`
+    const reasons = [];
+    signals.stopped.addEventListener('abort', () => reasons.push(signals.stopped.reason.message));
+    process.stdout.write(JSON.stringify({ before: signals.stopped.aborted }) + '\\n');
+    process.kill(process.pid, 'SIGINT');
+    await delivered(1);
+    process.kill(process.pid, 'SIGTERM');
+    await delivered(2);
+    process.stdout.write(JSON.stringify({ reasons }) + '\\n');
+  `);
+  t.same(ended.lines, [
+    { before: false },
+    { level: 'info', signal: 'SIGINT', msg: 'asked to stop while starting: the server stops once it has started' },
+    { reasons: ['stopped by SIGINT while starting'] },
+  ]);
 });
