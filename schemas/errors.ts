@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type TOptional, type TSchema } from '@sinclair/typebox';
 import { AUTH_ERRORS } from '../src/auth/errors.js';
 import type { ErrorAnswer, FleetplaneError } from '../src/errors.js';
 
@@ -13,11 +13,23 @@ export const answerOf = (error: FleetplaneError): ErrorExample => error.toBody()
  * route and examples of the codes that route really answers with it. The examples are shown in the docs.
  */
 export function errorReply(description: string, ...examples: ErrorExample[]) {
+  const optional: Record<string, TOptional<TSchema>> = {};
+  for (const field of examples.flatMap((example) => Object.keys(example))) {
+    if (field === 'code' || field === 'message') continue;
+    if (!Object.hasOwn(ERROR_DETAILS, field)) throw new Error(`an example of "${description}" answers error.${field}, which the error shape does not describe`);
+    optional[field] = Type.Optional(ERROR_DETAILS[field as keyof typeof ERROR_DETAILS]);
+  }
   return Type.Object(
-    { error: Type.Object({ code: Type.String({ description: 'Stable, machine-readable' }), message: Type.String({ description: 'For people; 5xx never carry internals' }) }) },
+    { error: Type.Object({ code: Type.String({ description: 'Stable, machine-readable' }), message: Type.String({ description: 'For people; 5xx never carry internals' }), ...optional }) },
     { description, examples: examples.map((error) => ({ error })) },
   );
 }
+
+/** The fields some errors add to `code` and `message`; a reply declares those its examples show. */
+const ERROR_DETAILS = {
+  step: Type.String({ description: 'The workflow step that failed' }),
+  upstreamStatus: Type.Integer({ description: "The HTTP status the provider's upstream answered with" }),
+};
 
 /**
  * Answers every envelope route can give, whatever it does with the envelope. Fastify's own refusals (JSON it

@@ -7,6 +7,7 @@ import type { OpenAPIV3_1 } from 'openapi-types';
 import t from 'tap';
 import { generateOpenApi } from '../../cli/openapi.js';
 import { automationApp } from '../api/fixtures/app.js';
+import { errorReply } from '../../schemas/errors.js';
 
 const COMMITTED = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'openapi', 'openapi.json');
 const text = await generateOpenApi();
@@ -159,6 +160,9 @@ t.test('every error status has examples in the error shape, named by their code 
         const { code } = (example.value as { error: { code: string } }).error;
         const expected = code === 'unavailable' ? /^(unavailable(_\d+)?|no_worker_serving|organization_shed)$/ : new RegExp(`^${code}(_\\d+)?$`);
         t.match(exampleName, expected, `${name} ${status} ${exampleName}`);
+        const declared = Object.keys(((json.schema as OpenAPIV3_1.SchemaObject).properties?.error as OpenAPIV3_1.SchemaObject | undefined)?.properties ?? {});
+        const answered = Object.keys((example.value as { error: Record<string, unknown> }).error);
+        t.same(answered.filter((field) => !declared.includes(field)), [], `${name} ${status} ${exampleName}: every field of the example's error is in the schema`);
       }
     }
   }
@@ -173,4 +177,11 @@ t.test('the document cites nothing users do not have, and carries the license an
   t.same(document.servers?.map((server) => server.url), ['/'], 'relative to where the document is served, by default');
   const configured = JSON.parse(await generateOpenApi({ server: { publicUrl: 'https://fleet.example.com/' } })) as OpenAPIV3_1.Document;
   t.same(configured.servers?.map((server) => server.url), ['https://fleet.example.com'], 'server.publicUrl when configured');
+});
+
+t.test('an error reply declares the fields its examples add to code and message, and refuses one it cannot describe', async (t) => {
+  const declared = errorReply('upstream', { code: 'upstream_failed', message: 'provider "p" answered 500', upstreamStatus: 500 });
+  t.same(Object.keys(declared.properties.error.properties), ['code', 'message', 'upstreamStatus']);
+  t.notOk(declared.properties.error.required?.includes('upstreamStatus' as never), 'optional: other codes of the same status do not carry it');
+  t.throws(() => errorReply('odd', { code: 'x', message: 'y', secret: 'z' }), /error\.secret, which the error shape does not describe/);
 });
