@@ -45,7 +45,7 @@ t.test('servers that share a store but not a mesh: one decides at a time, at mos
   const seen = decisions(decider).length;
   await until('the next decision', () => (decisions(decider).length > seen ? true : undefined), 3 * COOLDOWN_MS);
   decider.signal('SIGTERM');
-  t.equal(await decider.exited, 0, 'the decider stopped gracefully');
+  t.equal(await decider.exit(), 0, 'the decider stopped gracefully');
   const stoppedAt = Date.now();
   const next = await until('a new holder', async () => {
     const lease = await store.collection('fleetplane_leases').findOne({ _id: LEASE });

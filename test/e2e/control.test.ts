@@ -198,7 +198,7 @@ t.test('reboot: 400 without confirm, 403 without hostControl, with both stops th
   const confirmed = await post(open.server.port, { method: 'reboot', master: true, confirm: openId }, { key: open.acme.adminKey });
   t.equal(confirmed.status, 200);
   t.same(confirmed.json.replies[0].result, { command: 'reboot', accepted: true });
-  t.equal(await open.server.exited, 0, 'the node stopped gracefully, then the command ran and succeeded');
+  t.equal(await open.server.exit(), 0, 'the node stopped gracefully, then the command ran and succeeded');
   t.equal(readFileSync(marker, 'utf8'), 'rebooted', 'the configured command ran');
 });
 

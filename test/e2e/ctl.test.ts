@@ -41,7 +41,7 @@ t.test('fleetplane ctl steers a running server through its 0600 control socket',
   t.same(JSON.parse(absent.stdout).missing, [{ server: server.events[0]!.id, worker: 7 }]);
 
   server.signal('SIGTERM');
-  t.equal(await server.exited, 0);
+  t.equal(await server.exit(), 0);
   t.notOk(existsSync(socket), 'the socket is removed on shutdown');
 });
 
@@ -79,7 +79,7 @@ t.test('reboot: refused without hostControl or without confirm; with both the no
   const confirmed = await ctl(['reboot', '--master', '--confirm', id, '--json', '--data-dir', dataDir]);
   t.equal(confirmed.status, 0, confirmed.stderr);
   t.same(JSON.parse(confirmed.stdout).replies[0].result, { command: 'reboot', accepted: true });
-  t.equal(await server.exited, 0, 'the node stopped and the command succeeded');
+  t.equal(await server.exit(), 0, 'the node stopped and the command succeeded');
   t.equal(readFileSync(marker, 'utf8'), 'worker gone', 'the configured command ran after the workers had stopped');
   t.ok(server.events.some((event) => event.event === 'shutdown:complete' && event.signal === 'reboot'), 'a graceful stop came first');
 

@@ -22,7 +22,7 @@ t.test('a server clones at start, checkpoints at SIGTERM, and on restart reuses 
   await first.waitFor((event) => event.event === 'worker:ready', 30_000);
   writeFileSync(path.join(checkout, 'page.html'), '<p>edited on the node</p>\n');
   first.signal('SIGTERM');
-  t.equal(await first.exited, 0);
+  t.equal(await first.exit(), 0);
   t.equal(gitSync(bare, 'show', 'main:page.html'), '<p>edited on the node</p>', 'the shutdown checkpoint reached the remote');
   t.equal(gitSync(bare, 'log', '-1', '--format=%s', 'main'), 'Checkpoint of node-r at shutdown (SIGTERM)');
 
@@ -32,5 +32,5 @@ t.test('a server clones at start, checkpoints at SIGTERM, and on restart reuses 
   await second.waitFor((event) => event.msg === 'repository checkout reused', 30_000);
   t.equal(gitSync(checkout, 'rev-parse', 'HEAD'), local, 'no pull at restart');
   second.signal('SIGTERM');
-  t.equal(await second.exited, 0);
+  t.equal(await second.exit(), 0);
 });

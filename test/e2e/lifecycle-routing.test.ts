@@ -78,7 +78,7 @@ t.test('readiness registers once (a replacement worker included); SIGTERM sends 
   t.equal(upstream.count('/origins'), 1, 'still one registration');
 
   server.signal('SIGTERM');
-  t.equal(await server.exited, 0);
+  t.equal(await server.exit(), 0);
   t.equal(upstream.count('/origins/remove'), 1);
   t.same(upstream.calls.find((call) => call.path === '/origins/remove')?.body, { registration_ids: ['reg-1', 'reg-2'], reason: 'SIGTERM' });
 });
@@ -89,7 +89,7 @@ t.test('SIGTERM during a slow registration: the removal follows the registration
   server.signal('SIGTERM');
   await server.waitFor((event) => event.event === 'shutdown:start');
   upstream.release();
-  t.equal(await server.exited, 0);
+  t.equal(await server.exit(), 0);
   t.same(upstream.calls.map((call) => call.path), ['/origins', '/origins answered', '/origins/remove', '/origins/remove answered']);
   t.equal(upstream.calls[2]?.body.reason, 'SIGTERM');
 });
@@ -100,7 +100,7 @@ t.test('a failing routing workflow is logged; the server serves and stops normal
   await server.waitFor((event) => event.msg === 'the routing workflow failed; the node is not registered for routing');
   t.equal((await request(started.port as number, '/healthz')).status, 200);
   server.signal('SIGTERM');
-  t.equal(await server.exited, 0);
+  t.equal(await server.exit(), 0);
   t.equal(upstream.count('/origins/remove'), 0);
 });
 
@@ -115,7 +115,7 @@ t.test('single-process mode registers once the primary serves, and withdraws at 
   const { upstream, server } = await edgeAndServer(t, { workers: 0 });
   await upstream.until(() => upstream.count('/origins answered') === 1);
   server.signal('SIGINT');
-  t.equal(await server.exited, 0);
+  t.equal(await server.exit(), 0);
   t.equal(upstream.count('/origins'), 1);
   t.same(upstream.calls.find((call) => call.path === '/origins/remove')?.body, { registration_ids: ['reg-1', 'reg-2'], reason: 'SIGINT' });
 });

@@ -68,7 +68,7 @@ const outcome = (server: ServerProcess, from = 0) => server.waitFor((event) => O
 
 async function stopGracefully(server: ServerProcess): Promise<void> {
   server.signal('SIGTERM');
-  await server.exited;
+  await server.exit();
 }
 
 t.test('two servers sharing one store start together: the upload command runs exactly once', async (t) => {

@@ -67,7 +67,7 @@ t.test('kill -9 of B: A and C retry on the SPEC 6.3 schedule, and the links re-f
 t.test("B's SIGTERM (a stop or a service manager's restart: uncertain) closes its links with 1012 and peers retry", async (t) => {
   const marks = [a.events.length, c.events.length];
   b.signal('SIGTERM');
-  t.equal(await b.exited, 0, 'B exited 0');
+  t.equal(await b.exit(), 0, 'B exited 0');
   for (const [index, peer] of [a, c].entries()) {
     const closed = await waitForEvent(peer, 'link:close', marks[index]!);
     t.equal(closed.code, 1012, `${peer === a ? 'A' : 'C'} saw close code 1012`);
@@ -82,7 +82,7 @@ t.test("B's SIGTERM (a stop or a service manager's restart: uncertain) closes it
 t.test("B's explicit shutdown closes its links with 1000 and its peers stop retrying", async (t) => {
   const marks = [a.events.length, c.events.length];
   await b.command('shutdown');
-  t.equal(await b.exited, 0, 'B exited 0');
+  t.equal(await b.exit(), 0, 'B exited 0');
   for (const [index, peer] of [a, c].entries()) {
     const closed = await waitForEvent(peer, 'link:close', marks[index]!);
     t.equal(closed.code, 1000, `${peer === a ? 'A' : 'C'} saw close code 1000`);
@@ -103,7 +103,7 @@ t.test("B's explicit shutdown closes its links with 1000 and its peers stop retr
 t.test("B's restart closes with 1012: peers retry and reconnect when it is back", async (t) => {
   const marks = [a.events.length, c.events.length];
   await b.command('restartPrimary');
-  t.equal(await b.exited, 75, 'B exited with the restart exit code');
+  t.equal(await b.exit(), 75, 'B exited with the restart exit code');
   for (const [index, peer] of [a, c].entries()) {
     const closed = await waitForEvent(peer, 'link:close', marks[index]!);
     t.equal(closed.code, 1012, `${peer === a ? 'A' : 'C'} saw close code 1012`);

@@ -59,7 +59,7 @@ t.test('a plugin whose install fails stops the start with a one-line error namin
     { name: 'licence-check', fail: 'no licence found\nsecond line' },
     { name: 'never' },
   ]);
-  const code = await server.exited;
+  const code = await server.exit();
   t.not(code, 0, 'the process failed');
   t.same(names(server, 'plugin:install'), ['recorder', 'licence-check'], 'the next plugin is not installed');
   t.same(names(server, 'plugin:uninstall'), ['recorder'], 'the plugin installed before it is uninstalled');
@@ -79,7 +79,7 @@ t.test('SIGTERM uninstalls plugins in reverse order after the workers are gone; 
   await started(server);
   const ready = await server.readyWorkers(2);
   server.signal('SIGTERM');
-  t.equal(await server.exited, 0, 'graceful exit');
+  t.equal(await server.exit(), 0, 'graceful exit');
   t.same(names(server, 'plugin:uninstall'), ['last', 'flaky', 'recorder'], 'reverse order of installation, the failure did not stop the others');
   const firstUninstall = server.events.findIndex((event) => event.event === 'plugin:uninstall');
   const lastExit = server.events.findLastIndex((event) => event.event === 'worker:exit');
@@ -112,6 +112,6 @@ t.test('single-process mode: the env patch of a plugin reaches the in-process ap
   t.match((await request(single.port, '/fixture/env')).json(), { worker: 0, workerCount: 0, mark: 'in-process' }, 'the app in the primary sees the patch');
 
   const sized = spawnPluginServer(t, { workers: 0 }, [{ name: 'sizer', workers: 2 }]);
-  t.not(await sized.exited, 0, 'the start failed');
+  t.not(await sized.exit(), 0, 'the start failed');
   t.match(sized.stderr.join('\n'), /plugin "sizer" failed to install: overrideWorkerCount\(\): this server runs in single-process mode \(workers: 0\)/);
 });

@@ -113,7 +113,7 @@ t.test('graceful shutdown: /readyz 503 while the workers still serve, then the s
   const served = await request(server.port, '/whoami');
   t.equal(served.status, 200, 'a request during the grace is served by a worker, not redirected');
   t.equal(server.count((event) => event.event === 'worker:exit'), 0, 'no worker has stopped yet');
-  t.equal(await server.exited, 0, 'then the shutdown completes');
+  t.equal(await server.exit(), 0, 'then the shutdown completes');
   t.equal(server.count((event) => event.event === 'shutdown:complete'), 1);
 });
 

@@ -13,7 +13,7 @@ t.test('graceful shutdown lets an in-flight slow request finish, then exits 0 wi
   t.equal(reply.status, 200, 'the in-flight request completed');
   t.equal(reply.json().slow, 1500);
   t.equal(reply.headers.connection, 'close', 'its response closes the connection');
-  t.equal(await server.exited, 0);
+  t.equal(await server.exit(), 0);
   t.ok(server.events.some((event) => event.event === 'shutdown:complete'));
   for (const event of ready) t.notOk(isAlive(event.pid as number), `worker ${event.pid} is gone`);
 });
@@ -29,7 +29,7 @@ t.test('new connections during shutdown get the fallback', async (t) => {
   const during = await request(server.port, '/whoami');
   t.equal(during.status, 307);
   t.equal((await slow).status, 200);
-  t.equal(await server.exited, 0);
+  t.equal(await server.exit(), 0);
 });
 
 let shared: Promise<ServerProcess> | undefined;

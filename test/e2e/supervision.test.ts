@@ -56,7 +56,7 @@ t.test('crash loop: the breaker trips, readiness goes, and the primary exits 1 o
 
   const survivor = server.events.find((event) => event.event === 'worker:ready' && event.workerId === 2)!;
   process.kill(survivor.pid as number, 'SIGKILL');
-  t.equal(await server.exited, 1, 'exit code 1 when the last worker is gone and no restart is coming');
+  t.equal(await server.exit(), 1, 'exit code 1 when the last worker is gone and no restart is coming');
 });
 
 t.test('boot loop: a slot that never boots is quarantined while the others serve', async (t) => {
@@ -118,7 +118,7 @@ t.test('shutdown: a worker ignoring SIGTERM and SIGINT is escalated to SIGKILL, 
   t.teardown(() => server.stop());
   const ready = await server.readyWorkers(2);
   server.signal('SIGTERM');
-  t.equal(await server.exited, 0, 'the primary still exits 0');
+  t.equal(await server.exit(), 0, 'the primary still exits 0');
   const stubborn = server.events.find((event) => event.event === 'worker:exit' && event.workerId === 1)!;
   t.equal(stubborn.signal, 'SIGKILL', 'escalated to SIGKILL');
   const polite = server.events.find((event) => event.event === 'worker:exit' && event.workerId === 2)!;

@@ -129,7 +129,7 @@ t.test('graceful shutdown closes WebSockets with 1001', async (t) => {
   const { closed } = await connect(server.port, { key: acme.adminKey });
   server.signal('SIGTERM');
   t.equal((await closed).code, 1001);
-  t.equal(await server.exited, 0);
+  t.equal(await server.exit(), 0);
 });
 
 /** The HTTP answer to an upgrade that was refused (the socket never opened). */

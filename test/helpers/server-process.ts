@@ -179,6 +179,19 @@ export class ServerProcess {
     this.child.kill(signal);
   }
 
+  /** Resolves with the exit code; a server still running after the budget (as in `waitFor`) fails the wait, naming its last events. */
+  async exit(budgetMs = 30_000): Promise<number | null> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`still running after ${budgetText(budgetMs)}; last events: ${JSON.stringify(this.events.slice(-8))}; stderr: ${this.stderr.slice(-5).join(' | ')}`)), scaled(budgetMs));
+    });
+    try {
+      return await Promise.race([this.exited, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Kills the whole process group; safe to call twice. */
   async stop(): Promise<void> {
     if (this.exitCode === undefined) {
