@@ -122,3 +122,17 @@ t.test('a provider request naming another cloud, another cluster, or an unknown 
   t.equal(own.statusCode, 200, 'its own cluster it may name');
   t.equal(s.cloud.received.length, 1);
 });
+
+t.test("a provider request whose upstream fails is answered 502 upstream_failed with the upstream's status", async (t) => {
+  const s = await setup(t);
+  const failing = http.createServer((request, response) => {
+    request.resume();
+    request.on('end', () => response.writeHead(500, { 'content-type': 'application/json' }).end('{"oops":true}'));
+  });
+  await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise((resolve) => failing.close(resolve)));
+  await s.store.forOrganization(s.platform).collection('apis').insertOne({ ...provider(`http://127.0.0.1:${(failing.address() as AddressInfo).port}`), name: 'broken' });
+  const reply = await post(s.app, s.keys.platformAdmin, { ...CREATE, api: 'broken' });
+  t.equal(reply.statusCode, 502, reply.body);
+  t.same(reply.json(), { error: { code: 'upstream_failed', message: 'provider "broken" answered 500', upstreamStatus: 500 } }, 'as the documented example shows it');
+});
