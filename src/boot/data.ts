@@ -8,6 +8,7 @@ import { secretsKeyFile } from '../secrets/key-file.js';
 import { SecretKeyring } from '../secrets/keyring.js';
 import { SealedStore } from '../secrets/sealed-store.js';
 import { sealPlaintextAtStart } from '../secrets/startup.js';
+import { untilStopSignal } from '../runtime/starting-signals.js';
 
 export interface ServerData {
   /** The store, with provider and webhook secrets sealed at rest. */
@@ -32,19 +33,7 @@ export function openKeyring(config: ResolvedConfig, env: NodeJS.ProcessEnv): Sec
  */
 export async function openServerData(config: ResolvedConfig, log: Logger, secrets: SecretKeyring, options: { sealAtStart: boolean; failureLedger?: FailureLedger; stop?: AbortSignal }): Promise<ServerData> {
   const open = (signal: AbortSignal) => openDataServices(config, log.child({ component: 'authorize' }), { signal, failureLedger: options.failureLedger });
-  const data = options.stop ? await open(options.stop) : await untilStopSignal(open);
+  const data = options.stop ? await open(options.stop) : await untilStopSignal(open, 'stopped while waiting for the store');
   if (options.sealAtStart) await sealPlaintextAtStart(data.db, secrets, log.child({ component: 'secrets' }));
   return { db: new SealedStore(data.db, secrets), authorize: data.authorize, secrets };
-}
-
-/** `work` with a signal that SIGTERM or SIGINT aborts, listened to only while it runs. */
-async function untilStopSignal<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const stop = new AbortController();
-  const abort = () => stop.abort(new Error('stopped while waiting for the store'));
-  process.once('SIGTERM', abort).once('SIGINT', abort);
-  try {
-    return await work(stop.signal);
-  } finally {
-    process.off('SIGTERM', abort).off('SIGINT', abort);
-  }
 }

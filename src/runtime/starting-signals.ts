@@ -1,6 +1,8 @@
 import type { Logger } from '../logging/logger.js';
 
 const STOPS = ['SIGTERM', 'SIGINT', 'SIGBREAK'] as const;
+/** What ends a worker's wait for its store. */
+const WAIT_STOPS = ['SIGTERM', 'SIGINT'] as const;
 
 /**
  * The primary's signals while it is still being put together: from before its store is opened until the runtime
@@ -47,5 +49,33 @@ export class StartingSignals {
     for (const [signal, listener] of this.listeners) process.off(signal, listener);
     this.listeners.clear();
     return this.stop;
+  }
+}
+
+/**
+ * `work` with a signal that SIGTERM or SIGINT aborts (`reason` says why), in a process with no handler of its
+ * own for them yet: a worker waiting for its store. A signal caught in the work's last synchronous stretch is
+ * delivered at a later turn of the event loop; these listeners stay until the loop has polled once more, so it
+ * reaches them and is not lost. A stop that came after the work finished is raised again once they are gone: the
+ * process takes the action it would have taken a moment later.
+ */
+export async function untilStopSignal<T>(work: (signal: AbortSignal) => Promise<T>, reason: string): Promise<T> {
+  const stop = new AbortController();
+  let received: NodeJS.Signals | undefined;
+  const onStop = (signal: NodeJS.Signals) => {
+    received ??= signal;
+    stop.abort(new Error(reason));
+  };
+  for (const signal of WAIT_STOPS) process.on(signal, onStop);
+  let finished = false;
+  try {
+    const value = await work(stop.signal);
+    finished = true;
+    return value;
+  } finally {
+    // Two turns: the first may end before the loop polls again; the second comes after that poll.
+    for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
+    for (const signal of WAIT_STOPS) process.off(signal, onStop);
+    if (finished && received) process.kill(process.pid, received);
   }
 }

@@ -6,12 +6,24 @@ import { pathToFileURL } from 'node:url';
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const MODULE = pathToFileURL(path.join(ROOT, 'src', 'runtime', 'starting-signals.ts')).href;
 
-/**
- * Runs `body` in a process of its own (it signals itself), with `signals` a StartingSignals whose log lines go
- * to stdout as JSON; resolves with how the process ended and what it printed.
- */
-async function inProcess(body: string): Promise<{ code: number | null; signal: NodeJS.Signals | null; lines: Array<Record<string, unknown>> }> {
-  const script = `
+interface Ended {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  lines: Array<Record<string, unknown>>;
+}
+
+/** Runs an ES module `script` in a process of its own; resolves with how it ended and the JSON lines it printed. */
+async function runScript(script: string): Promise<Ended> {
+  const child = spawn(process.execPath, ['--import', path.join(ROOT, 'test', 'helpers', 'ts-loader.mjs'), '--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('close', (...end) => resolve(end)));
+  return { code, signal, lines: output.trim().split('\n').filter(Boolean).map((text) => JSON.parse(text) as Record<string, unknown>) };
+}
+
+/** `body` in a process of its own (it signals itself), with `signals` a StartingSignals whose log lines go to stdout as JSON. */
+function inProcess(body: string): Promise<Ended> {
+  return runScript(`
     import { StartingSignals } from ${JSON.stringify(MODULE)};
     const line = (level) => (fields, msg) => process.stdout.write(JSON.stringify({ level, ...fields, msg }) + '\\n');
     const signals = new StartingSignals({ info: line('info'), warn: line('warn') });
@@ -20,12 +32,7 @@ async function inProcess(body: string): Promise<{ code: number | null; signal: N
     const counting = () => seen++;
     for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2']) process.on(s, counting);
     ${body}
-  `;
-  const child = spawn(process.execPath, ['--import', path.join(ROOT, 'test', 'helpers', 'ts-loader.mjs'), '--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('close', (...end) => resolve(end)));
-  return { code, signal, lines: output.trim().split('\n').filter(Boolean).map((text) => JSON.parse(text) as Record<string, unknown>) };
+  `);
 }
 
 t.test('while starting, a stop signal is remembered instead of ending the process; SIGHUP and SIGUSR2 are logged', async (t) => {
@@ -93,4 +100,55 @@ t.test('the first stop aborts the starting signal that ends a wait for the store
     { level: 'info', signal: 'SIGINT', msg: 'asked to stop while starting: the server stops once it has started' },
     { reasons: ['stopped by SIGINT while starting'] },
   ]);
+});
+
+/** `body` in a process of its own with `untilStopSignal` imported and `out` printing a JSON line. */
+function waitingProcess(body: string): Promise<Ended> {
+  return runScript(`
+    import { untilStopSignal } from ${JSON.stringify(MODULE)};
+    const out = (record) => process.stdout.write(JSON.stringify(record) + '\\n');
+    ${body}
+  `);
+}
+
+t.test("a worker's store wait: a stop during it aborts the wait, and nothing is left listening", async (t) => {
+  const ended = await waitingProcess(`
+    // What keeps a real worker's loop alive while it waits (its IPC channel; a signal's watch does not).
+    const alive = setInterval(() => {}, 60_000);
+    try {
+      await untilStopSignal((signal) => new Promise((_, reject) => {
+        signal.addEventListener('abort', () => reject(signal.reason));
+        process.kill(process.pid, 'SIGINT');
+      }), 'stopped while waiting for the store');
+    } catch (error) {
+      out({ refused: error.message, listening: process.listenerCount('SIGINT') + process.listenerCount('SIGTERM') });
+    }
+    clearInterval(alive);
+  `);
+  t.same(ended.lines, [{ refused: 'stopped while waiting for the store', listening: 0 }]);
+  t.same([ended.code, ended.signal], [0, null], 'the stop ended the wait, not the process');
+});
+
+t.test("a worker's store wait: a stop caught as the wait ends is not lost, it ends the process as it would a moment later", async (t) => {
+  // The signal is caught inside process.kill, in the work's last synchronous stretch, and delivered at a later
+  // turn of the loop: after the wait's listeners would have gone, were they removed at once.
+  const ended = await waitingProcess(`
+    const value = await untilStopSignal(async () => {
+      process.kill(process.pid, 'SIGTERM');
+      return 'store open';
+    }, 'stopped while waiting for the store');
+    out({ value, listening: process.listenerCount('SIGTERM') });
+    process.exit(0);
+  `);
+  t.same(ended.lines, [], 'the boot went no further');
+  t.same([ended.code, ended.signal], [null, 'SIGTERM'], 'ended by the stop it was sent');
+});
+
+t.test("a worker's store wait without a signal answers the work's value and leaves nothing listening", async (t) => {
+  const ended = await waitingProcess(`
+    const value = await untilStopSignal(async () => 'store open', 'stopped while waiting for the store');
+    out({ value, listening: process.listenerCount('SIGINT') + process.listenerCount('SIGTERM') });
+  `);
+  t.same(ended.lines, [{ value: 'store open', listening: 0 }]);
+  t.same([ended.code, ended.signal], [0, null]);
 });
