@@ -56,8 +56,8 @@ export class StartingSignals {
  * `work` with a signal that SIGTERM or SIGINT aborts (`reason` says why), in a process with no handler of its
  * own for them yet: a worker waiting for its store. A signal caught in the work's last synchronous stretch is
  * delivered at a later turn of the event loop; these listeners stay until the loop has polled once more, so it
- * reaches them and is not lost. A stop that came after the work finished is raised again once they are gone: the
- * process takes the action it would have taken a moment later.
+ * reaches them and is not lost. A stop that came after the work finished, and that no other listener heard, is
+ * raised again once they are gone: the process takes the default action it would have taken a moment later.
  */
 export async function untilStopSignal<T>(work: (signal: AbortSignal) => Promise<T>, reason: string): Promise<T> {
   const stop = new AbortController();
@@ -76,6 +76,6 @@ export async function untilStopSignal<T>(work: (signal: AbortSignal) => Promise<
     // Two turns: the first may end before the loop polls again; the second comes after that poll.
     for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
     for (const signal of WAIT_STOPS) process.off(signal, onStop);
-    if (finished && received) process.kill(process.pid, received);
+    if (finished && received && process.listenerCount(received) === 0) process.kill(process.pid, received);
   }
 }

@@ -152,3 +152,19 @@ t.test("a worker's store wait without a signal answers the work's value and leav
   t.same(ended.lines, [{ value: 'store open', listening: 0 }]);
   t.same([ended.code, ended.signal], [0, null]);
 });
+
+t.test("a worker's store wait: a stop another listener also heard is not raised again", async (t) => {
+  // An embedding application's own handler: it hears the stop once, and the wait does not send it a second time.
+  const ended = await waitingProcess(`
+    let heard = 0;
+    process.on('SIGTERM', () => heard++);
+    const value = await untilStopSignal(async () => {
+      process.kill(process.pid, 'SIGTERM');
+      return 'store open';
+    }, 'stopped while waiting for the store');
+    for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+    out({ value, heard });
+  `);
+  t.same(ended.lines, [{ value: 'store open', heard: 1 }]);
+  t.same([ended.code, ended.signal], [0, null]);
+});
