@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { EgressRefusedError } from './egress-connector.js';
 import { API_ERRORS, ApiError } from './errors.js';
 import type { UpstreamRequest } from './request.js';
 
@@ -63,6 +64,7 @@ async function call(pool: Dispatcher, name: string, request: UpstreamRequest, he
     response = await pool.request({ method: request.method.toUpperCase() as Dispatcher.HttpMethod, path: request.path, headers, body: request.body, headersTimeout: limits.timeoutMs, bodyTimeout: limits.timeoutMs });
   } catch (error) {
     if (TIMEOUT_CODES.has((error as { code?: string })?.code ?? '')) throw timedOut(name, limits);
+    if (error instanceof EgressRefusedError) throw API_ERRORS.egressRefused(name, error.hostname, error.rule);
     throw API_ERRORS.upstreamUnreachable(name);
   }
   const { statusCode, body } = response;

@@ -53,6 +53,11 @@ export const API_ERRORS = {
     (api: string, endpoint: string, method: string, given: string) => `method: endpoint "${endpoint}" of api "${api}" is "${method}", not "${given}"`,
   ),
   invalidProvider: entry(errorCode('invalid_provider', 422), (api: string, reason: string) => `api "${api}" is not a valid provider: ${reason}`),
+  /** SPEC 10.4: the provider's host is one a tenant may not reach; nothing was sent to it. */
+  egressRefused: entry(
+    errorCode('egress_refused', 403),
+    (api: string, host: string, rule: string) => `provider "${api}": the egress policy refuses ${host} (${rule === 'own-address' ? "this server's own address" : `${rule} address`}); the platform can allow it in egress.allow`,
+  ),
   upstreamFailed: entry(
     errorCode('upstream_failed', 502),
     (api: string, upstreamStatus: number) => `provider "${api}" answered ${upstreamStatus}`,

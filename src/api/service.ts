@@ -1,11 +1,13 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { lazyCheck } from '../schema/lazy-check.js';
-import type { Pool } from 'undici';
+import type { Pool, buildConnector } from 'undici';
 import type { Store } from '../db/types.js';
 import { SecretKeyError, SecretUnreadableError } from '../secrets/errors.js';
 import { revealSecrets } from '../secrets/fields.js';
 import type { SecretOpener } from '../secrets/keyring.js';
 import { DefinitionCache } from './definition-cache.js';
+import { EgressPolicy } from './egress.js';
+import { EgressRefusedError, guardedConnector, type ResolveAll } from './egress-connector.js';
 import { dispatch, type ApiReply } from './dispatch.js';
 import { API_ERRORS } from './errors.js';
 import { HTTP_METHODS, compileProvider, type Provider } from './provider.js';
@@ -39,15 +41,28 @@ export interface ApiLog {
   warn(details: Record<string, unknown>, message: string): void;
 }
 
+/** SPEC 10.4: where providers may connect. */
+export interface ApiEgress {
+  policy: EgressPolicy;
+  /** Organizations whose providers connect anywhere (the platform's, under `egress.platform: "unrestricted"`). */
+  exempt(organizationId: string): boolean | Promise<boolean>;
+  /** How host names are resolved before the check (the system resolver by default). */
+  resolveAll?: ResolveAll;
+}
+
 /**
  * undici (a megabyte of code and its parser's WebAssembly) is loaded on the first provider call: a process that
  * never calls one (the primary, most workers of a control-only node) never holds it.
  */
-let PoolClass: typeof Pool | undefined;
-async function loadPool(): Promise<typeof Pool> {
-  PoolClass ??= (await import('undici')).Pool;
-  return PoolClass;
+let undici: { Pool: typeof Pool; buildConnector: typeof buildConnector } | undefined;
+async function loadUndici(): Promise<NonNullable<typeof undici>> {
+  const { Pool, buildConnector } = await import('undici');
+  undici ??= { Pool, buildConnector };
+  return undici;
 }
+
+/** A refused provider is logged at most this often: a tenant retrying it must not flood the log. */
+const REFUSAL_LOG_INTERVAL_MS = 60_000;
 
 /** Pools stay warm this long without requests; a provider nobody calls holds no sockets. */
 const KEEP_ALIVE_MS = 4_000;
@@ -60,12 +75,16 @@ const CONNECTIONS_PER_PROVIDER = 32;
 export class ApiService {
   private readonly providers: DefinitionCache<Provider> | undefined;
   private readonly pools = new Map<string, { origin: string; pool: Pool }>();
+  private readonly egress: ApiEgress;
 
+  /** Without `egress`, every organization's providers follow the default policy: public addresses only. */
   constructor(
     store: Store | undefined,
     private readonly log?: ApiLog,
     private readonly secrets?: SecretOpener,
+    egress?: ApiEgress,
   ) {
+    this.egress = egress ?? { policy: new EgressPolicy(), exempt: () => false };
     this.providers = store && new DefinitionCache(store, 'apis', (document) => compileProvider(this.withOpenSecrets(document)));
   }
 
@@ -87,8 +106,10 @@ export class ApiService {
     const request = upstreamRequest(provider, valid.endpoint, valid.data);
     const timeoutMs = Math.min(provider.timeoutMs, options.timeoutMs ?? Number.POSITIVE_INFINITY);
     const headers = request.body === undefined ? provider.headers : provider.jsonHeaders;
-    const poolClass = PoolClass ?? (await loadPool());
-    return dispatch(this.pool(poolClass, valid.organization_id, valid.api, provider.origin), valid.api, request, headers, {
+    const key = `${valid.organization_id}\u0000${valid.api}`;
+    const current = this.pools.get(key);
+    const pool = current?.origin === provider.origin ? current.pool : await this.openPool(key, valid.organization_id, valid.api, provider.origin);
+    return dispatch(pool, valid.api, request, headers, {
       timeoutMs,
       maxResponseBytes: provider.maxResponseBytes,
       signal: options.signal,
@@ -134,16 +155,36 @@ export class ApiService {
     }
   }
 
-  private pool(poolClass: typeof Pool, organizationId: string, name: string, origin: string): Pool {
-    const key = `${organizationId}\u0000${name}`;
-    const current = this.pools.get(key);
-    if (current?.origin === origin) return current.pool;
-    if (current) {
+  private async openPool(key: string, organizationId: string, name: string, origin: string): Promise<Pool> {
+    const { Pool: PoolClass, buildConnector: connector } = undici ?? (await loadUndici());
+    const exempt = await this.egress.exempt(organizationId);
+    // Another call may have opened it while this one waited.
+    const opened = this.pools.get(key);
+    if (opened?.origin === origin) return opened.pool;
+    if (opened) {
       // The provider moved: requests in flight finish on the old pool, new ones go to the new origin.
-      void current.pool.close().catch((error: unknown) => this.log?.warn({ err: error, api: name }, 'closing a provider pool failed'));
+      void opened.pool.close().catch((error: unknown) => this.log?.warn({ err: error, api: name }, 'closing a provider pool failed'));
     }
-    const pool = new poolClass(origin, { connections: CONNECTIONS_PER_PROVIDER, keepAliveTimeout: KEEP_ALIVE_MS });
+    const connect = exempt ? undefined : this.refusalLogged(guardedConnector(this.egress.policy, connector({}), this.egress.resolveAll), organizationId, name);
+    const pool = new PoolClass(origin, { connections: CONNECTIONS_PER_PROVIDER, keepAliveTimeout: KEEP_ALIVE_MS, ...(connect ? { connect } : {}) });
     this.pools.set(key, { origin, pool });
     return pool;
+  }
+
+  /** The provider's refusals reach the log once a minute at most, whatever the number of calls. */
+  private refusalLogged(connect: buildConnector.connector, organizationId: string, name: string): buildConnector.connector {
+    let loggedAt = Number.NEGATIVE_INFINITY;
+    return (options, callback) =>
+      connect(options, (...result) => {
+        const error = result[0];
+        if (error instanceof EgressRefusedError && Date.now() - loggedAt >= REFUSAL_LOG_INTERVAL_MS) {
+          loggedAt = Date.now();
+          this.log?.warn(
+            { api: name, organization: organizationId, host: error.hostname, address: error.address, rule: error.rule },
+            'the egress policy refused a provider connection (logged once a minute per provider)',
+          );
+        }
+        callback(...result);
+      });
   }
 }

@@ -31,6 +31,7 @@ export async function openAutomationAndManager(
     on: (event, listener) => events.on(event, listener),
     authorize: data.authorize,
     builtinProviders: { local },
+    egress: identity.config.egress,
   });
   return { automation, managed: await openManager(identity, data, automation, connection), local };
 }

@@ -38,12 +38,30 @@ export function nodeOptionsWarning(env: Record<string, string>): string | undefi
     : undefined;
 }
 
+function isAddressRange(entry: string): boolean {
+  const [address = '', prefix, extra] = entry.split('/');
+  const version = isIP(address);
+  return version !== 0 && extra === undefined && (prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128)));
+}
+
 /** Each entry an IPv4 or IPv6 address, optionally with a CIDR prefix (`10.0.0.0/8`, `fd00::/8`). */
 export function assertAddressRanges(entries: readonly string[], field = 'http.trustProxy'): void {
   entries.forEach((entry, index) => {
-    const [address = '', prefix, extra] = entry.split('/');
-    const version = isIP(address);
-    const valid = version !== 0 && extra === undefined && (prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128)));
-    if (!valid) throw new ConfigError(`${field}[${index}]`, `"${entry}" is not an IP address or CIDR range`);
+    if (!isAddressRange(entry)) throw new ConfigError(`${field}[${index}]`, `"${entry}" is not an IP address or CIDR range`);
+  });
+}
+
+/** A DNS host name in lower case, without the root's dot; `*.` before it stands for every host of that domain. */
+export const EGRESS_HOST_NAME = /^(\*\.)?(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/** Host names compare without case and without the root's trailing dot. */
+export const hostNameKey = (name: string): string => name.trim().toLowerCase().replace(/\.$/, '');
+
+/** `egress.allow`: each entry an address, a CIDR range, a host name or `*.` and a domain. */
+export function assertEgressAllow(entries: readonly string[], field = 'egress.allow'): void {
+  entries.forEach((entry, index) => {
+    if (!isAddressRange(entry.trim()) && !EGRESS_HOST_NAME.test(hostNameKey(entry))) {
+      throw new ConfigError(`${field}[${index}]`, `"${entry}" is not an IP address, CIDR range or host name (*.domain for its hosts)`);
+    }
   });
 }

@@ -5,7 +5,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { ConfigSchema, leafPaths, type ResolvedConfig } from './schema.js';
 import { ConfigError } from './errors.js';
 import { closestMatch } from './did-you-mean.js';
-import { assertAddressRanges, assertSafeEnv, assertSafeExecArgv, nodeOptionsWarning } from './guards.js';
+import { assertAddressRanges, assertEgressAllow, assertSafeEnv, assertSafeExecArgv, nodeOptionsWarning } from './guards.js';
 
 export const CONFIG_FILE_NAME = 'fleetplane.config.json';
 
@@ -228,6 +228,7 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
 
   assertSafeExecArgv(config.workers.execArgv);
   assertAddressRanges(config.http.trustProxy);
+  assertEgressAllow(config.egress.allow);
   assertSafeEnv(config.workers.env);
   const advisory = nodeOptionsWarning(config.workers.env);
   if (advisory) warnings.push(advisory);

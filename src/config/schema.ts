@@ -47,10 +47,17 @@ export const ConfigSchema = Type.Object(
           default: 30_000,
           description: 'A connection that has not sent complete request headers this long after connecting (or after the first byte of its next request) is answered 408 and closed (0 = off)',
         }),
+        bodyTimeoutMs: Type.Integer({
+          minimum: 0,
+          maximum: 300_000,
+          default: 30_000,
+          description: 'A request whose body is not complete this long after its headers arrived is answered 408 and its connection closed (0 = off)',
+        }),
         maxIncompletePerAddress: Type.Integer({
           minimum: 0,
           default: 32,
-          description: 'Connections of one client address (per worker) still sending their first request headers; past it the oldest is answered 408 and closed (0 = no cap; trusted proxies are exempt)',
+          description:
+            'Connections of one client address (per worker) still sending their first request headers, and apart from those, connections still sending a request body; past it the oldest of either is answered 408 and closed (0 = no cap; trusted proxies are exempt)',
         }),
         trustProxy: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
           default: [],
@@ -314,6 +321,20 @@ export const ConfigSchema = Type.Object(
           maximum: 1_000,
           default: 5,
           description: 'A refused key, host or request without a key is answered no sooner than this after it arrived, so how long the checks took cannot tell which failed (0 = at once)',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    egress: Type.Object(
+      {
+        allow: Type.Array(Type.String({ minLength: 1, maxLength: 253 }), {
+          default: [],
+          maxItems: 1024,
+          description: 'Addresses, CIDR ranges and host names (`*.example.internal` for its hosts) that tenant providers may reach although they are loopback, private, link-local or this server\'s own',
+        }),
+        platform: Type.Union([Type.Literal('unrestricted'), Type.Literal('restricted')], {
+          default: 'unrestricted',
+          description: "The platform organization's providers: connect anywhere (unrestricted), or follow the same policy as tenants' (restricted)",
         }),
       },
       { additionalProperties: false, default: {} },

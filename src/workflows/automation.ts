@@ -1,4 +1,6 @@
+import { EgressPolicy } from '../api/egress.js';
 import { ApiService, type ApiCallOptions, type ApiReply } from '../api/service.js';
+import type { ResolvedConfig } from '../config/schema.js';
 import { withBuiltinProviders, type BuiltinProvider } from '../manager/builtin-providers.js';
 import type { Store } from '../db/types.js';
 import type { RequestResult } from '../ipc/handlers.js';
@@ -28,11 +30,17 @@ export interface AutomationDeps {
   authorize?: { directory: { platformOrganization(): Promise<string | null> } };
   /** Providers answered in this process for the platform organization (`local`). */
   builtinProviders?: Readonly<Record<string, BuiltinProvider>>;
+  /** Where providers may connect (SPEC 10.4); the configuration's defaults when absent. */
+  egress?: ResolvedConfig['egress'];
 }
 
 export function openAutomation(deps: AutomationDeps): Automation {
-  const api = new ApiService(deps.db, deps.log.child({ component: 'api' }), deps.secrets);
   const isPlatform = async (organizationId: string) => (await deps.authorize?.directory.platformOrganization()) === organizationId;
+  const { allow, platform } = deps.egress ?? { allow: [], platform: 'unrestricted' };
+  const api = new ApiService(deps.db, deps.log.child({ component: 'api' }), deps.secrets, {
+    policy: new EgressPolicy({ allow }),
+    exempt: (organizationId) => platform === 'unrestricted' && isPlatform(organizationId),
+  });
   const send = (envelope: unknown, options?: ApiCallOptions) => api.send(envelope, options);
   const providers = deps.builtinProviders ? withBuiltinProviders(send, deps.builtinProviders, isPlatform) : send;
   const workflow = new WorkflowService({ store: deps.db, api: { send: providers }, request: (envelope, options) => deps.request(envelope, options), isPlatform });

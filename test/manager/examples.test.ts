@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { EgressPolicy } from '../../src/api/egress.js';
 import { ApiService } from '../../src/api/service.js';
 import { planApply } from '../../src/crud/apply-resources.js';
 import type { ResourceFile } from '../../src/crud/resources.js';
@@ -20,7 +21,8 @@ async function realPathFleet(t: Test, file: ResourceFile, builtins: Record<strin
   const setup = await fleetSetup({ calls: [], port: { create: (request) => port!.create(request), terminate: (request) => port!.terminate(request) } });
   t.teardown(setup.close);
   await (await planApply(setup.store, setup.platform, file)).write();
-  const apiService = new ApiService(setup.store);
+  // As a server's own: the platform's providers are exempt from the egress policy.
+  const apiService = new ApiService(setup.store, undefined, undefined, { policy: new EgressPolicy(), exempt: (organization) => organization === setup.platform });
   t.teardown(() => apiService.close());
   const api = withBuiltinProviders((envelope, options) => apiService.send(envelope, options), builtins, async (organization) => organization === setup.platform);
   const workflows = new WorkflowService({ store: setup.store, api: { send: api } });

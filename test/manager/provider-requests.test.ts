@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import type { FastifyInstance } from 'fastify';
 import managerRoutes from '../../routes/manager.js';
+import { EgressPolicy } from '../../src/api/egress.js';
 import { ApiService } from '../../src/api/service.js';
 import { createKey } from '../../src/auth/keys.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -41,7 +42,8 @@ async function setup(t: Test) {
   await base.store.forOrganization(base.platform).collection('apis').insertOne(provider(cloud.url));
   // The tenant has a provider of the same name: /manager must never reach it, nor the platform's for the tenant.
   await base.store.forOrganization(base.tenant).collection('apis').insertOne(provider(tenantCloud.url));
-  const api = new ApiService(base.store);
+  // As a server's own: the platform's providers are exempt from the egress policy, the tenant's are not.
+  const api = new ApiService(base.store, undefined, undefined, { policy: new EgressPolicy(), exempt: (organization) => organization === base.platform });
   t.teardown(() => api.close());
   const commands = new ManagerCommands({ store: base.store, fleet: base.fleet, revokeKey: base.keys.revoke, api: (envelope, options) => api.send(envelope, options) });
   const config = loadConfig({ env: {}, object: {} }).config.manager;
