@@ -10,11 +10,25 @@ import type { EnvelopeFields } from './permissions.js';
  */
 const SERVER_METHODS = /^(cordon|drain|shed|restart|reboot|shutdown|storage(\..+)?|metrics\.read|repository\.reservations(\..+)?|autoscaler(\..+)?|overview(\..+)?|tls(\..+)?)$/;
 
+/**
+ * Methods only this server's own processes send, a level above the platform's: `overview.emit` carries a
+ * primary's journal entry to the workers whose sockets watch the fleet, on its server and on its mesh peers. No
+ * caller sends one, whatever its key (a platform admin's included) and whichever way it comes in (HTTP, the
+ * WebSocket, the control socket, a workflow step): an entry a caller wrote would be shown as something that
+ * happened.
+ */
+const INTERNAL_METHODS: ReadonlySet<string> = new Set(['overview.emit']);
+
 /** Targets that select processes by position rather than by organization: platform keys only. */
 export const SERVER_TARGETS = ['master', 'worker', 'server', 'cluster', 'broadcast'] as const;
 
 export function isServerMethod(method: string): boolean {
   return SERVER_METHODS.test(method);
+}
+
+/** Why no caller may send this method, or undefined when it is not internal (its permissions then decide). */
+export function internalViolation(method: string): string | undefined {
+  return INTERNAL_METHODS.has(method) ? `"${method}" is internal: only the server's own processes send it, and no key may` : undefined;
 }
 
 /** The first server-level target the envelope names (`master: false` names none), if any. */

@@ -10,7 +10,7 @@ import { normalizeHost } from './host.js';
 import { parseKey, sameSecret, secretMatches } from './keys.js';
 import { IDENTITY_REFUSALS, UNKNOWN_KEY_HASH, checkKey, keyRefusal, presentedKey, refused, tooManyFailures } from './refusals.js';
 import { isPermitted } from './permissions.js';
-import { tenantViolation } from './authority.js';
+import { internalViolation, tenantViolation } from './authority.js';
 import { FAILURE_LIMIT_DEFAULTS, FailureLimiter, failureReportCheck, type FailureLedger, type FailureLimitSettings } from './failure-limit.js';
 
 /** The transport facts authorization needs; framework-free so HTTP routes and the WebSocket share it. */
@@ -335,13 +335,16 @@ interface Facts {
 
 /**
  * The rules that decide an envelope once its facts are known: its method permitted to the key (or to the
- * organization's defaults without one), platform-only fields kept to the platform organization, its nesting
- * bounded. Both paths apply these and only these: `Authorizer.cached` with the facts its caches hold, the full
- * path with those it read. Throws the refusal.
+ * organization's defaults without one) and not internal, platform-only fields kept to the platform
+ * organization, its nesting bounded. Both paths apply these and only these: `Authorizer.cached` with the facts
+ * its caches hold, the full path with those it read. Throws the refusal.
  */
 function verdict(envelope: Envelope, facts: Facts): AuthorizedEnvelope {
   const { organization, known } = facts;
   const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
+  // No grant makes an internal method callable, so a key is told that rather than which permission it lacks.
+  const internal = known || permitted ? internalViolation(envelope.method) : undefined;
+  if (internal) throw AUTH_ERRORS.internalMethod(internal);
   // Without a key, "not allowed here" must read the same as "no such host".
   if (!permitted) throw known ? AUTH_ERRORS.permissionDenied(envelope.method) : refused();
   const platform = known !== undefined && facts.platformId === organization._id;

@@ -61,6 +61,8 @@ export const AUTH_ERRORS = {
   keyExpired: entry(errorCode('key_expired', 403), () => 'this key has expired'),
   permissionDenied: entry(errorCode('permission_denied', 403), (method: string) => `this key may not call "${method}"`),
   platformOnly: entry(SHARED_CODES.platformOnly, (reason: string) => reason),
+  /** A method only the server's own processes send (`internalViolation`): refused whatever the key. */
+  internalMethod: entry(SHARED_CODES.forbidden, (reason: string) => reason),
   /** SPEC 8.7: whatever failed, the same answer once an address is past its failed-authentication limit. */
   tooManyRequests: errorEntry(errorCode('too_many_requests', 429), (declared, retryAfterS: number) =>
     withoutStack(() => new AuthorizationError(declared, `too many failed authentications from this address: retry in ${retryAfterS} s`, retryAfterS)),

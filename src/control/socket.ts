@@ -3,6 +3,7 @@ import { chmodSync, renameSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../logging/logger.js';
 import { IpcError } from '../ipc/envelope.js';
+import { internalViolation } from '../auth/authority.js';
 import type { RequestResult } from '../ipc/handlers.js';
 
 export const CONTROL_SOCKET = 'control.sock';
@@ -152,6 +153,9 @@ function controlServer(log: Logger, request: ControlHandler): net.Server {
       const timeoutMs = typeof parsed.timeoutMs === 'number' && parsed.timeoutMs > 0 ? Math.min(parsed.timeoutMs, 120_000) : undefined;
       const envelope = parsed.envelope as { method?: unknown } | undefined;
       log.info({ via: 'control socket', method: envelope?.method, target: envelope }, 'control request');
+      // The file's permissions make an operator, not one of the server's processes: fake events are fake from them too.
+      const internal = typeof envelope?.method === 'string' ? internalViolation(envelope.method) : undefined;
+      if (internal) throw new IpcError('forbidden', internal);
       return { ok: true, result: await request(parsed.envelope, timeoutMs) };
     } catch (error) {
       if (error instanceof IpcError) return { ok: false, error: { code: error.code, message: error.message, status: error.statusCode } };

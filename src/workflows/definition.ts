@@ -2,6 +2,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import { HTTP_METHODS, ResourceName, type HttpMethod } from '../api/provider.js';
 import { schemaViolation } from '../api/schema-violation.js';
+import { internalViolation } from '../auth/authority.js';
 import { WorkflowDefinitionError } from './errors.js';
 import { compileTemplate, stepReferences, type Template } from './template.js';
 
@@ -106,6 +107,8 @@ function compileStep(step: Record<string, unknown>, where: string, earlier: Read
   if (kind === 'workflow') return { kind, name, workflow: step.workflow as string, input: compiled };
   const method = (step.ipc as { method: string }).method;
   if (OPERATOR_METHODS.test(method)) throw new WorkflowDefinitionError(`${where}.ipc.method: "${method}" is an operator control; use POST /control`);
+  const internal = internalViolation(method);
+  if (internal) throw new WorkflowDefinitionError(`${where}.ipc.method: ${internal}`);
   return { kind, name, envelope: compiled! };
 }
 

@@ -123,6 +123,18 @@ t.test("no key: the organization's default permissions, and nothing where there 
   t.same(unknownHost.json(), { error: { code: 'forbidden', message: 'this request is not authorized here' } });
 });
 
+t.test("an internal method is refused to every key, an admin's and another organization's included; without a key it reads as any refusal", async (t) => {
+  const internal = { error: { code: 'forbidden', message: '"overview.emit" is internal: only the server\'s own processes send it, and no key may' } };
+  const emit = { method: 'overview.emit', broadcast: true, data: { kind: 'crash', message: 'made up' } };
+  for (const [who, key, host] of [['the platform admin', adminA, 'a.example'], ['a restricted key', limitedA, 'a.example'], ["a tenant's admin", adminB, 'b.example']] as const) {
+    const reply = await post(emit, { key, host });
+    t.equal(reply.statusCode, 403, `${who} is refused`);
+    t.same(reply.json(), internal, `${who} is told the method is internal`);
+  }
+  const anonymous = await post(emit);
+  t.equal(anonymous.body, (await post({ method: 'status' }, { host: 'nobody.example' })).body, 'no key: the uniform refusal');
+});
+
 t.test('a restricted key is allowed only the listed values', async (t) => {
   t.equal((await post({ method: 'object.read', collection: 'apis' }, { key: limitedA })).statusCode, 200);
   t.equal((await post({ method: 'object.read', collection: 'keys' }, { key: limitedA })).statusCode, 403);

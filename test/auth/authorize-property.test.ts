@@ -56,7 +56,7 @@ const optional = <T>(arbitrary: fc.Arbitrary<T>, weight = 1) => fc.oneof({ weigh
 const envelopeFields = fc.record({
   method: fc.oneof(
     { weight: 4, arbitrary: fc.constantFrom('status', 'object.read', 'cordon', 'metrics.read') },
-    { weight: 1, arbitrary: fc.constantFrom('object.delete', 'workflow.deploy', 'shutdown', 'post', 'x..y', '', 'constructor') },
+    { weight: 1, arbitrary: fc.constantFrom('object.delete', 'workflow.deploy', 'shutdown', 'post', 'x..y', '', 'constructor', 'overview.emit') },
   ),
   apikey: fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 2, arbitrary: keyText }, { weight: 1, arbitrary: fc.anything({ maxDepth: 1 }) }),
   collection: optional(scalarOrAnything),
@@ -116,6 +116,8 @@ t.test('authorize.request never throws anything but a 400/403 refusal, and never
       // SPEC 8.4: server-level methods and targets only for a key of the platform organization (the first made).
       const serverLevel = /^(cordon|drain|shed|restart|reboot|shutdown|storage(\..+)?|metrics\.read)$/.test(String(sent.method)) || ['master', 'worker', 'server', 'cluster', 'broadcast'].some((field) => sent[field] !== undefined && sent[field] !== false);
       if (serverLevel && (entry === undefined || entry.input.organizationId !== platformId)) return false;
+      // An internal method is never allowed, whatever the key.
+      if (sent.method === 'overview.emit') return false;
       if (result.user && result.user.platform !== (entry!.input.organizationId === platformId)) return false;
       return permitted && !('apikey' in result) && Object.isFrozen(result) && result.socket?.remoteAddress === '10.0.0.1';
     }),

@@ -32,3 +32,15 @@ t.test("a hand-over's new primary opens nothing until it takes the socket over; 
   t.ok(existsSync(controlSocketPath(dataDir)), "the name is the new primary's and stays");
   t.match(await callControlSocket(controlSocketPath(dataDir), { envelope: {} }, 5_000), { ok: true, result: { id: 'new' } }, 'the new primary answers on it');
 });
+
+t.test('an internal method is refused on the control socket with 403 forbidden, and never reaches the server', async (t) => {
+  const dataDir = tempDir();
+  const asked: unknown[] = [];
+  const socket = await ControlSocket.open({ dataDir, log, request: async (envelope) => (asked.push(envelope), answer(envelope)), deferred: false, onRelease: () => {} });
+  t.teardown(() => socket.release());
+  const event = { server: 's', seq: 1, at: 1, kind: 'crash', worker: 1, message: 'worker 1 (pid 1) crashed: exit code 1' };
+  const reply = await callControlSocket(controlSocketPath(dataDir), { envelope: { method: 'overview.emit', broadcast: true, data: event } }, 5_000);
+  t.same(reply, { ok: false, error: { code: 'forbidden', message: '"overview.emit" is internal: only the server\'s own processes send it, and no key may', status: 403 } });
+  t.same(asked, [], 'nothing was routed');
+  t.match(await callControlSocket(controlSocketPath(dataDir), { envelope: { method: 'overview.events', master: true } }, 5_000), { ok: true }, 'the overview methods that read still pass');
+});

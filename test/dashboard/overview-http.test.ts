@@ -5,6 +5,7 @@ import { createKey } from '../../src/auth/keys.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { ServerProcess, request } from '../helpers/server-process.js';
 import { dataDirWithTenants } from '../helpers/tenants.js';
+import { callControlSocket, controlSocketPath } from '../../src/control/socket.js';
 
 t.setTimeout(240_000);
 
@@ -41,12 +42,14 @@ let platformViewer: string;
 let globexMember: string;
 let server: ServerProcess;
 let serverId: string;
+let dataDir: string;
 
 t.before(async () => {
-  const { dataDir, tenants } = await dataDirWithTenants([
+  let tenants: Tenant[];
+  ({ dataDir, tenants } = await dataDirWithTenants([
     { name: 'platform', hosts: ['localhost'] },
     { name: 'globex', hosts: ['globex.test'] },
-  ]);
+  ]));
   [platform, globex] = tenants as [Tenant, Tenant];
   const store = await EmbeddedStore.open(path.join(dataDir, 'fleetplane.db'));
   platformNoRights = (await createKey(store, { organizationId: platform.organization_id, name: 'none', permissions: {} })).key;
@@ -110,8 +113,36 @@ t.test('bad arguments get a clear error naming the field, and change nothing', a
   t.match(since.json.replies[0], { ok: false, error: { code: 'bad_request', message: /overview\.events: since/ } });
   const extra = await post(server.port, { method: 'overview.cluster', master: true, data: { everything: true } }, { key: platform.adminKey, host: 'localhost' });
   t.match(extra.json.replies[0], { ok: false, error: { code: 'bad_request' } });
-  const forged = await post(server.port, { method: 'overview.emit', broadcast: true, data: { fake: true } }, { key: platform.adminKey, host: 'localhost' });
-  t.ok(forged.json.replies.every((reply: any) => !reply.ok && reply.error.code === 'bad_request'), 'a malformed event is refused by every worker');
+});
+
+const INTERNAL = { code: 'forbidden', message: '"overview.emit" is internal: only the server\'s own processes send it, and no key may' };
+
+t.test("overview.emit is internal: no key sends it, through /control, /ws or the control socket, and only the server's own events reach the dashboards", async (t) => {
+  const dashboard = await socket(server.port, 'localhost');
+  t.teardown(() => dashboard.ws.terminate());
+  dashboard.ws.send(JSON.stringify({ requestId: 'sub', method: 'overview.subscribe', apikey: platform.adminKey }));
+  t.match(await frame(dashboard.frames, (entry) => entry.id === 'sub'), { ok: true, result: { subscribed: true } });
+  const fake = (who: string) => ({ server: serverId, seq: 99_999, at: Date.now(), kind: 'crash', worker: 1, message: `worker 1 (pid 1) crashed: exit code 1 (${who})` });
+
+  for (const [who, key] of [['the platform admin', platform.adminKey], ['a viewer', platformViewer]] as const) {
+    for (const target of [{ broadcast: true }, { worker: [1, 2] }, { organization_id: platform.organization_id }]) {
+      const reply = await post(server.port, { method: 'overview.emit', ...target, data: fake(who) }, { key, host: 'localhost' });
+      t.equal(reply.status, 403, `${who} posting overview.emit to ${JSON.stringify(target)} on /control is refused`);
+      t.same(reply.json, { error: INTERNAL });
+    }
+    const ws = await socket(server.port, 'localhost');
+    ws.ws.send(JSON.stringify({ requestId: 'emit', method: 'overview.emit', broadcast: true, apikey: key, data: fake(who) }));
+    t.same(await frame(ws.frames, (entry) => entry.id === 'emit'), { id: 'emit', ok: false, error: INTERNAL }, `${who} sending overview.emit on /ws is refused`);
+    ws.ws.terminate();
+  }
+  const local = await callControlSocket(controlSocketPath(dataDir), { envelope: { method: 'overview.emit', broadcast: true, data: fake('the control socket') } }, 20_000);
+  t.same(local, { ok: false, error: { ...INTERNAL, status: 403 } }, 'the local control socket refuses it too');
+
+  // A real event, after the attempts: the dashboard receives it, and nothing made up came before it.
+  await post(server.port, { method: 'cordon', server: serverId, worker: 2, data: true }, { key: platform.adminKey, host: 'localhost' });
+  await post(server.port, { method: 'cordon', server: serverId, worker: 2, data: false }, { key: platform.adminKey, host: 'localhost' });
+  await frame(dashboard.frames, (entry) => entry.event === 'overview.event' && /worker 2: cordoned → ready/.test(entry.data.message));
+  t.same(dashboard.frames.filter((entry) => entry.event === 'overview.event' && entry.data.kind === 'crash'), [], 'no made-up crash reached the dashboard');
 });
 
 t.test('the fleet event stream reaches subscribed platform sockets only', async (t) => {

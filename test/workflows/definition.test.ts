@@ -36,6 +36,7 @@ t.test('definitions are refused naming the field', async (t) => {
     [{ name: 'w', steps: [{ ...step, data: 'x ${env.SECRET}' }] }, /^steps\.0\.data: "\$\{" must start a reference/],
     [{ name: 'w', steps: [{ name: 'i', ipc: { method: 'restart', broadcast: true } }] }, /^steps\.0\.ipc\.method: "restart" is an operator control/],
     [{ name: 'w', steps: [{ name: 'i', ipc: { method: 'storage.set' } }] }, /operator control/],
+    [{ name: 'w', steps: [{ name: 'i', ipc: { method: 'overview.emit', data: { kind: 'crash' } } }] }, /^steps\.0\.ipc\.method: "overview\.emit" is internal: only the server's own processes send it/],
     [{ name: 'method', steps: [] }, /^name: "method" is reserved/],
     [{ name: 'has.dot', steps: [] }, /^name/],
     [{ name: 'w', steps: [], timeoutMs: 10 ** 9 }, /^timeoutMs/],
