@@ -52,6 +52,7 @@ async function start(config: Record<string, unknown> = {}) {
   const [platform, tenantA, tenantB] = tenants as [(typeof tenants)[0], (typeof tenants)[0], (typeof tenants)[0]];
   const store = await EmbeddedStore.open(path.join(dataDir, 'fleetplane.db'));
   const platformRestricted = await createKey(store, { organizationId: platform.organization_id, name: 'ops', permissions: { status: true, 'storage.get': true, 'socket.emit': true } });
+  const platformViewer = await createKey(store, { organizationId: platform.organization_id, name: 'viewer', permissions: { overview: true } });
   const tenantRestricted = await createKey(store, { organizationId: tenantB.organization_id, name: 'everything', permissions: { '*': true } });
   const tenantObjects = await createKey(store, { organizationId: tenantB.organization_id, name: 'objects', permissions: { object: true } });
   const revoked = await createKey(store, { organizationId: tenantB.organization_id, name: 'revoked', permissions: { status: true } });
@@ -63,7 +64,7 @@ async function start(config: Record<string, unknown> = {}) {
   // A token in the cluster storage that only the platform may read or change.
   const stored = await post(server.port, '/control', { method: 'storage.set', master: true, data: { key: 'token-a', value: 'secret-a' } }, { key: platform.adminKey, host: 'localhost' });
   if (stored.status !== 200) throw new Error(`storage.set: ${JSON.stringify(stored.json)}`);
-  return { server, serverId, platform, tenantA, tenantB, platformRestricted, tenantRestricted, tenantObjects, revoked };
+  return { server, serverId, platform, tenantA, tenantB, platformRestricted, platformViewer, tenantRestricted, tenantObjects, revoked };
 }
 
 type Started = Awaited<ReturnType<typeof start>>;
@@ -97,6 +98,25 @@ const METHODS = ['status', 'cordon', 'drain', 'shed', 'restart', 'reboot', 'shut
 const SERVER_METHODS = new Set(['cordon', 'drain', 'shed', 'restart', 'reboot', 'shutdown', 'storage.get', 'storage.set', 'storage.keys', 'storage.delete']);
 const FORMS = ['scope', 'organization_id', 'master', 'worker', 'server', 'cluster', 'broadcast'] as const;
 const KINDS = ['platform admin', 'platform restricted', 'tenant admin', 'tenant restricted', 'no key'] as const;
+
+interface Caller {
+  key?: string;
+  host: string;
+  organization_id: string;
+}
+
+/** Each key kind, on its organization's host: tenants are tenant B, the restricted platform key lacks `overview`. */
+function callersOf(started: Started): Record<(typeof KINDS)[number] | 'platform viewer', Caller> {
+  const { platform, tenantB, platformRestricted, platformViewer, tenantRestricted } = started;
+  return {
+    'platform admin': { key: platform.adminKey, host: 'localhost', organization_id: platform.organization_id },
+    'platform viewer': { key: platformViewer.key, host: 'localhost', organization_id: platform.organization_id },
+    'platform restricted': { key: platformRestricted.key, host: 'localhost', organization_id: platform.organization_id },
+    'tenant admin': { key: tenantB.adminKey, host: 'b.test', organization_id: tenantB.organization_id },
+    'tenant restricted': { key: tenantRestricted.key, host: 'b.test', organization_id: tenantB.organization_id },
+    'no key': { host: 'b.test', organization_id: tenantB.organization_id },
+  };
+}
 
 /**
  * Harmless arguments: whatever an allowed caller does here leaves the server as it was (uncordon, undrain, end no
@@ -146,14 +166,8 @@ function expectedAllowed(kind: (typeof KINDS)[number], method: (typeof METHODS)[
 
 t.test('tenant isolation matrix: every control method × target form × key kind gets the expected answer, and nothing outside the caller reaches is changed', async (t) => {
   const started = await sharedServer();
-  const { server, serverId, platform, tenantB, platformRestricted, tenantRestricted } = started;
-  const callers: Record<(typeof KINDS)[number], { key?: string; host: string; organization_id: string }> = {
-    'platform admin': { key: platform.adminKey, host: 'localhost', organization_id: platform.organization_id },
-    'platform restricted': { key: platformRestricted.key, host: 'localhost', organization_id: platform.organization_id },
-    'tenant admin': { key: tenantB.adminKey, host: 'b.test', organization_id: tenantB.organization_id },
-    'tenant restricted': { key: tenantRestricted.key, host: 'b.test', organization_id: tenantB.organization_id },
-    'no key': { host: 'b.test', organization_id: tenantB.organization_id },
-  };
+  const { server, serverId, platform, platformRestricted } = started;
+  const callers = callersOf(started);
   const mismatches: string[] = [];
   let allowed = 0;
   let refused = 0;
@@ -267,4 +281,84 @@ t.test('regression: a WebSocket without a key receives none of its host’s even
   t.match(await until(() => keyless.frames.find((frame) => frame.id === 's'), 'the subscribe reply'), { ok: true, result: { subscribed: true } });
   await emit(999);
   t.same(await until(() => keyless.frames.find((frame) => frame.event === 'news'), 'an event after subscribing'), { event: 'news', data: 999 });
+});
+
+const OVERVIEW_METHODS = ['overview.server', 'overview.cluster', 'overview.events', 'overview.worker', 'overview.emit'] as const;
+const OVERVIEW_KINDS = ['platform admin', 'platform viewer', 'platform restricted', 'tenant admin', 'tenant restricted', 'no key'] as const;
+const UNIFORM = { code: 'forbidden', message: 'this request is not authorized here' };
+const INTERNAL = { code: 'forbidden', message: '"overview.emit" is internal: only the server\'s own processes send it, and no key may' };
+const FAKE_CRASH = 'worker 1 (pid 1) crashed: made up by a caller';
+
+/** The method's own target (`target`), or the caller's organization (`scope`); `overview.emit` carries a well-formed entry. */
+function overviewEnvelope(method: (typeof OVERVIEW_METHODS)[number], form: 'target' | 'scope', caller: Caller, serverId: string): Record<string, unknown> {
+  const target = form === 'scope' ? { organization_id: caller.organization_id } : method === 'overview.worker' || method === 'overview.emit' ? { broadcast: true } : { master: true };
+  const data: Partial<Record<(typeof OVERVIEW_METHODS)[number], unknown>> = {
+    'overview.server': { processes: false },
+    'overview.cluster': { timeoutMs: 2_000 },
+    'overview.events': { since: 0, limit: 1 },
+    'overview.emit': { server: serverId, seq: 99_999, at: Date.now(), kind: 'crash', worker: 1, message: FAKE_CRASH },
+  };
+  return { method, ...target, ...(data[method] === undefined ? {} : { data: data[method] }) };
+}
+
+/**
+ * The platform's overview is for platform keys holding `overview` (admin keys hold it); a tenant's keys get
+ * `platform_only` even with every permission, a platform key without it `permission_denied`, no key the uniform
+ * refusal. `overview.emit` is internal: refused to every key.
+ */
+function expectedOverview(kind: (typeof OVERVIEW_KINDS)[number], method: string): { status: number; error?: { code: string; message?: string } } {
+  if (kind === 'no key') return { status: 403, error: UNIFORM };
+  if (method === 'overview.emit') return { status: 403, error: INTERNAL };
+  if (kind === 'platform admin' || kind === 'platform viewer') return { status: 200 };
+  return { status: 403, error: { code: kind === 'platform restricted' ? 'permission_denied' : 'platform_only' } };
+}
+
+t.test('overview matrix: every overview method × target form × key kind, on /control and /ws, gets the expected answer; no made-up event reaches a dashboard', async (t) => {
+  const started = await sharedServer();
+  const { server, serverId, platform } = started;
+  const callers = callersOf(started);
+  const sockets = { localhost: await connect(server.port, 'localhost'), 'b.test': await connect(server.port, 'b.test') };
+  t.teardown(() => Object.values(sockets).forEach((entry) => entry.socket.terminate()));
+  const mismatches: string[] = [];
+  const cell = (name: string, got: { status: number; error?: any }, expected: ReturnType<typeof expectedOverview>) => {
+    const matches = got.status === expected.status && (!expected.error || (got.error?.code === expected.error.code && (expected.error.message === undefined || got.error.message === expected.error.message)));
+    if (!matches) mismatches.push(`${name}: expected ${JSON.stringify(expected)}, got ${got.status} ${JSON.stringify(got.error ?? null)}`);
+  };
+
+  // /ws first: the platform admin's frame makes the localhost socket a dashboard, which the attempts below must not reach.
+  let frameId = 0;
+  for (const kind of OVERVIEW_KINDS) {
+    const caller = callers[kind];
+    const { socket, frames } = sockets[caller.host as keyof typeof sockets];
+    for (const method of ['overview.subscribe', 'overview.emit'] as const) {
+      const requestId = `overview-${++frameId}`;
+      const envelope = method === 'overview.subscribe' ? { method } : overviewEnvelope(method, 'target', caller, serverId);
+      socket.send(JSON.stringify({ requestId, ...envelope, ...(caller.key ? { apikey: caller.key } : {}) }));
+      const answer = await until(() => frames.find((frame) => frame.id === requestId), `the answer to ${kind}'s ${method} frame`);
+      cell(`/ws ${kind} ${method}`, { status: answer.ok ? 200 : 403, error: answer.error }, expectedOverview(kind, method));
+    }
+  }
+
+  for (const kind of OVERVIEW_KINDS) {
+    const caller = callers[kind];
+    for (const method of OVERVIEW_METHODS) {
+      for (const form of ['target', 'scope'] as const) {
+        const reply = await post(server.port, '/control', overviewEnvelope(method, form, caller, serverId), caller);
+        const expected = expectedOverview(kind, method);
+        cell(`/control ${kind} ${method} ${form}`, { status: reply.status, error: reply.json?.error }, expected);
+        // The method's own target answers in full; an organization scope reaches whichever workers serve it.
+        if (expected.status === 200 && form === 'target' && !(reply.json.replies.length > 0 && reply.json.replies.every((entry: any) => entry.ok))) {
+          mismatches.push(`/control ${kind} ${method} target: replies ${JSON.stringify(reply.json.replies)}`);
+        }
+      }
+    }
+  }
+  t.same(mismatches, [], 'every cell as expected');
+
+  // A real event after the attempts reaches the dashboard; no made-up one came with it.
+  const dashboard = sockets.localhost.frames;
+  for (const value of [true, false]) await post(server.port, '/control', { method: 'cordon', server: serverId, worker: 1, data: value }, { key: platform.adminKey, host: 'localhost' });
+  await until(() => (dashboard.some((frame) => frame.event === 'overview.event' && /worker 1: cordoned → ready/.test(frame.data.message)) ? true : undefined), 'the real cordon event on the dashboard');
+  t.notOk(dashboard.some((frame) => frame.event === 'overview.event' && frame.data.message === FAKE_CRASH), 'no made-up event reached the dashboard');
+  await assertUntouched(t, started);
 });
