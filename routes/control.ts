@@ -4,6 +4,7 @@ import { ENVELOPE_ERRORS, errorReply, permissionDenied } from '../schemas/errors
 import { ControlReply, ControlRequest } from '../schemas/control.js';
 import { IpcError, asList, withDataAlias } from '../src/ipc/envelope.js';
 import { assertHostControlAllowed } from '../src/state/host-control.js';
+import { internalViolation } from '../src/auth/authority.js';
 import type { AuthorizedEnvelope } from '../src/auth/envelope.js';
 
 const ROUTED_FIELDS = ['method', 'data', 'value', 'organizations', 'server', 'cluster', 'worker', 'master', 'broadcast', 'confirm', 'timeoutMs'] as const;
@@ -66,7 +67,7 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
             },
           ),
           403: errorReply(
-            'The key is missing, unknown, revoked or expired, may not send this method, or asks for host control where it is disabled',
+            'The key is missing, unknown, revoked or expired, may not send this method, names an internal method (only the server\'s own processes send those, whatever the key), or asks for host control where it is disabled',
             ENVELOPE_ERRORS.notAuthorized,
             permissionDenied('cordon'),
             {
@@ -74,6 +75,7 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
               message: 'the "worker" target selects server processes; only the platform organization may use it (a tenant\'s envelopes are scoped to its organization)',
             },
             { code: 'forbidden', message: 'host control is disabled on this server (lifecycle.hostControl)' },
+            { code: 'forbidden', message: internalViolation('overview.emit')! },
           ),
           404: errorReply('The primary has no handler for this method', { code: 'unknown_method', message: 'no handler for "rotate"' }),
           413: errorReply('The body is larger than 1 MiB, or the envelope is larger than IPC carries', ENVELOPE_ERRORS.tooLarge),

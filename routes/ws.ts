@@ -150,7 +150,8 @@ const ws: FastifyPluginAsync = async (app) => {
           "envelope's `apikey`) and served as its HTTP route serves it: `object.*` as `/crud`, `workflow.<name>` as `/workflows/<name>`, " +
           'HTTP verbs with `api` as `/api`, anything else as `/control`. Answers are `{ id, ok, result | error }` with the frame\'s ' +
           '`requestId`; events are `{ event, data }`, sent to sockets whose key grants `socket.subscribe`. A platform key holding ' +
-          '`overview.subscribe` that sends that method receives the fleet\'s events as `overview.event` frames (the dashboard).',
+          '`overview.subscribe` that sends that method receives the fleet\'s events as `overview.event` frames (the dashboard); ' +
+          '`overview.emit`, which carries them between the server\'s own processes, is internal: a frame naming it is refused (`forbidden`), whatever the key.',
         security: [{ bearer: [] }, {}],
         response: {
           403: errorReply(
