@@ -344,7 +344,7 @@ function verdict(envelope: Envelope, facts: Facts): AuthorizedEnvelope {
   const permitted = isPermitted({ admin: known?.record.admin, permissions: known?.record.permissions, defaults: organization.defaultPermissions }, envelope);
   // No grant makes an internal method callable, so a key is told that rather than which permission it lacks.
   const internal = known || permitted ? internalViolation(envelope.method) : undefined;
-  if (internal) throw AUTH_ERRORS.internalMethod(internal);
+  if (internal) throw AUTH_ERRORS.forbidden(internal);
   // Without a key, "not allowed here" must read the same as "no such host".
   if (!permitted) throw known ? AUTH_ERRORS.permissionDenied(envelope.method) : refused();
   const platform = known !== undefined && facts.platformId === organization._id;

@@ -51,9 +51,11 @@ export const AUTH_ERRORS = {
   invalidEnvelope: entry(SHARED_CODES.invalidEnvelope, (reason: string) => reason),
   /**
    * SPEC 8.7: the one answer for an unknown host, an unknown key, a wrong secret, another organization's key, a
-   * key used on a host outside its list, and a request without a key that its host does not allow.
+   * key used on a host outside its list, and a request without a key that its host does not allow (no reason:
+   * see `refused`). With a reason, a refusal whatever the key: a method only the server's own processes send
+   * (`internalViolation`), as host control where it is off is refused to every key.
    */
-  forbidden: entry(SHARED_CODES.forbidden, () => 'this request is not authorized here'),
+  forbidden: entry(SHARED_CODES.forbidden, (reason?: string) => reason ?? 'this request is not authorized here'),
   malformedAuthorization: entry(errorCode('malformed_authorization', 403), () => 'the Authorization header must be "Bearer <key>"'),
   malformedKey: entry(errorCode('malformed_key', 403), (reason: string) => reason),
   conflictingKeys: entry(errorCode('conflicting_keys', 403), () => 'the Authorization header and the envelope carry different keys'),
@@ -61,8 +63,6 @@ export const AUTH_ERRORS = {
   keyExpired: entry(errorCode('key_expired', 403), () => 'this key has expired'),
   permissionDenied: entry(errorCode('permission_denied', 403), (method: string) => `this key may not call "${method}"`),
   platformOnly: entry(SHARED_CODES.platformOnly, (reason: string) => reason),
-  /** A method only the server's own processes send (`internalViolation`): refused whatever the key. */
-  internalMethod: entry(SHARED_CODES.forbidden, (reason: string) => reason),
   /** SPEC 8.7: whatever failed, the same answer once an address is past its failed-authentication limit. */
   tooManyRequests: errorEntry(errorCode('too_many_requests', 429), (declared, retryAfterS: number) =>
     withoutStack(() => new AuthorizationError(declared, `too many failed authentications from this address: retry in ${retryAfterS} s`, retryAfterS)),

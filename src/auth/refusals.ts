@@ -18,7 +18,7 @@ export const IDENTITY_REFUSALS: ReadonlySet<string> = new Set(['forbidden', 'mal
  * used on a host outside its list, and a request without a key that its host does not allow: telling them apart
  * would tell a caller which hosts and keys exist.
  */
-export const refused = AUTH_ERRORS.forbidden;
+export const refused = (): AuthorizationError => AUTH_ERRORS.forbidden();
 /** SPEC 8.7: whatever failed, the same answer once an address is past its failed-authentication limit. */
 export const tooManyFailures = (retryAfterMs: number) => AUTH_ERRORS.tooManyRequests(Math.max(1, Math.ceil(retryAfterMs / 1000)));
 
