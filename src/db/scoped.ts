@@ -46,6 +46,11 @@ class ScopedCollection<T extends Document> implements Collection<T> {
   async insertOne(document: NewDocument): Promise<{ insertedId: string }> {
     if (!isPlainObject(document)) throw new InvalidInputError('a document must be a plain object');
     for (const field of this.hidden) if (Object.hasOwn(document, field)) throw new ScopeError(`${field} cannot be written through an organization scope`);
+    // Its own organization is what the scope writes anyway (a document read back and created again carries it);
+    // another one is refused as `$set` of it is, rather than quietly replaced.
+    if (Object.hasOwn(document, SCOPE_FIELD) && document[SCOPE_FIELD] !== this.organizationId) {
+      throw new InvalidInputError('organization_id cannot be set to another organization through an organization scope');
+    }
     return this.inner.insertOne({ ...document, [SCOPE_FIELD]: this.organizationId });
   }
 

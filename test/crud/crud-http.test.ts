@@ -18,7 +18,9 @@ const provider = { name: 'items', baseUrl: 'https://items.example', headers: { a
 const webhook = { name: 'github', verify: { scheme: 'hmac-sha256', header: 'x-hub-signature-256', prefix: 'sha256=', secret: 'hook-secret' }, workflows: { '*': 'w' } };
 
 t.test('create, read, update, delete within the caller organization', async (t) => {
-  const created = await crud({ method: 'object.create', collection: 'apis', documents: [{ ...provider, organization_id: globex.organization_id }] });
+  const planted = await crud({ method: 'object.create', collection: 'apis', documents: [{ ...provider, organization_id: globex.organization_id }] });
+  t.match({ status: planted.statusCode, error: planted.json().error }, { status: 400, error: { code: 'invalid_input', message: /^organization_id cannot be set to another organization/ } }, "another organization's id is refused, not replaced");
+  const created = await crud({ method: 'object.create', collection: 'apis', documents: [provider] });
   t.equal(created.statusCode, 200);
   t.equal(created.json().insertedIds.length, 1);
   t.equal(created.headers['cache-control'], 'no-store');
