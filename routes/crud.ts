@@ -25,12 +25,13 @@ const crud: FastifyPluginAsyncTypebox = async (app) => {
         response: {
           200: CrudReply,
           400: errorReply(
-            'The body is not valid JSON, or the envelope is not valid for its method',
+            'The body is not valid JSON, the envelope is not valid for its method, or a document it would write is not valid for its collection',
             ENVELOPE_ERRORS.invalidJson,
             { code: 'invalid_request', message: 'collection: is required' },
             CRUD_ERRORS.invalidEnvelope.example('documents: not used by object.read'),
             CRUD_ERRORS.secretField.example('headers.Authorization', 'apis.headers'),
             CRUD_ERRORS.readOnly.example(),
+            CRUD_ERRORS.invalidDocument.example('documents.0: baseUrl: must be an http or https URL'),
           ),
           403: errorReply('The key is missing, unknown, revoked or expired, or may not use this method on this collection', ENVELOPE_ERRORS.notAuthorized, permissionDenied('object.delete'), ENVELOPE_ERRORS.revoked),
           409: errorReply('A document with the same unique field already exists', CRUD_ERRORS.duplicateKey.example('organization_id_1_name_1')),

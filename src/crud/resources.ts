@@ -1,14 +1,12 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { providerViolation } from '../api/provider.js';
 import { schemaViolation } from '../api/schema-violation.js';
 import { normalizeHosts } from '../auth/host.js';
 import { Permissions } from '../schema/permissions.js';
 import { OrganizationCors } from '../db/documents.js';
 import { StoreError } from '../db/errors.js';
 import { serializeDocument } from '../db/validate.js';
-import { webhookViolation } from '../webhooks/definition.js';
-import { workflowViolation } from '../workflows/definition.js';
+import { definitionViolation } from './checked-writes.js';
 
 /** Kinds in the order they are applied: organizations first, then what workflows and webhooks call. */
 export const RESOURCE_KINDS = ['organizations', 'servers_config', 'apis', 'workflows', 'webhooks'] as const;
@@ -54,9 +52,10 @@ const VIOLATIONS: Record<ResourceKind, (value: unknown, where: string) => string
     return normalizeHosts((value as OrganizationResource).hosts) ? undefined : `${where}.hosts: not host names`;
   },
   servers_config: (value, where) => schemaViolation(serversConfigCheck, value, where),
-  apis: providerViolation,
-  workflows: workflowViolation,
-  webhooks: webhookViolation,
+  // The check CRUD writes get too (see `assertWritable`): the one the runtime compiles them with.
+  apis: (value, where) => definitionViolation('apis', value as Record<string, unknown>, where),
+  workflows: (value, where) => definitionViolation('workflows', value as Record<string, unknown>, where),
+  webhooks: (value, where) => definitionViolation('webhooks', value as Record<string, unknown>, where),
 };
 
 export class ResourceFileError extends Error {

@@ -2,13 +2,12 @@ import { DocumentTooLargeError, DuplicateKeyError, ScopeError, StoreError } from
 import type { Collection, Document, Filter, Store, Update } from '../db/types.js';
 import { serializeDocument } from '../db/validate.js';
 import { assertCollectionDocument } from '../db/documents.js';
-import { CLUSTERS } from '../inventory/records.js';
 import { DEFAULT_READ_LIMIT, parseCrudEnvelope, type CrudEnvelope } from './envelope.js';
 import { admitCollection, assertTenantCollectionName, DEFAULT_MAX_COLLECTIONS } from './collections.js';
 import { CRUD_ERRORS, CrudError, storeRefusal } from './errors.js';
 import { assertNoSecretPaths, redactSecrets } from './secrets.js';
 import { assertCollectionAuthority, organizationsFilter, updateKeys, type CrudCaller } from './authority.js';
-import { assertClusterPolicy, updateClusters } from './cluster-policy.js';
+import { assertWritable, checksWrites, updateChecked } from './checked-writes.js';
 
 export type CrudResult =
   | { insertedIds: string[] }
@@ -28,8 +27,9 @@ function asCrudError(error: unknown): unknown {
 }
 
 /**
- * Inserts all documents or none: each is checked first, then the collection admitted (see `admitCollection`),
- * and a write that fails half-way (a duplicate name) removes the documents this call inserted before it.
+ * Inserts all documents or none: each is checked first (see `assertWritable`), then the collection admitted (see
+ * `admitCollection`), and a write that fails half-way (a duplicate name) removes the documents this call
+ * inserted before it.
  */
 async function create(
   collection: Collection<Document>,
@@ -40,8 +40,8 @@ async function create(
   for (const [index, document] of documents.entries()) {
     try {
       serializeDocument(document);
+      assertWritable(name, document);
       assertCollectionDocument(name, { _id: 'checked', ...document, organization_id: 'checked' });
-      if (name === CLUSTERS) assertClusterPolicy(document);
     } catch (error) {
       const mapped = asCrudError(error);
       if (mapped instanceof CrudError) throw mapped.within(`documents.${index}: `);
@@ -85,7 +85,7 @@ async function execute(store: Store, caller: CrudCaller, envelope: CrudEnvelope,
       return { documents: found.map((document) => redactSecrets(name, document)) };
     }
     case 'object.update': {
-      if (name === CLUSTERS) return updateClusters(collection, envelope.filter as Filter, envelope.update as Update);
+      if (checksWrites(name)) return updateChecked(collection, envelope.filter as Filter, envelope.update as Update);
       const { matchedCount, modifiedCount } = await collection.updateMany(envelope.filter as Filter, envelope.update as Update);
       return { matchedCount, modifiedCount };
     }

@@ -135,6 +135,9 @@ t.test('malformed resource files: one line naming the problem, exit 2, nothing w
     [{ apis: [{ ...SPEC_EXAMPLE.apis[0], name: 'fresh' }], wrkflows: [] }, /: wrkflows: unknown field/],
     [{ apis: [{ name: 'a', baseUrl: 'http://u:p@x', endpoints: { e: { method: 'get', path: '/' } } }] }, /apis\.0\.baseUrl: must not carry credentials/],
     [{ apis: [SPEC_EXAMPLE.apis[0], SPEC_EXAMPLE.apis[0]] }, /apis\.1\.name: "items" appears twice/],
+    // The check CRUD writes get: the one the runtime compiles a provider with.
+    [{ apis: [{ ...SPEC_EXAMPLE.apis[0], baseUrl: 'file:///etc/passwd' }] }, /apis\.0\.baseUrl: must be an http or https URL$/],
+    [{ apis: [{ ...SPEC_EXAMPLE.apis[0], junk: 1 }] }, /apis\.0\.junk: unknown field$/],
     [{ apis: [{ ...SPEC_EXAMPLE.apis[0], name: 'fresh' }], workflows: [{ name: 'w', steps: [{ ...step, data: '${steps.later}' }] }] }, /workflows\.0\.steps\.0: \$\{steps\.later\} is not an earlier step/],
     [{ workflows: [{ name: 'w', steps: [], output: { $bad: 1 } }] }, /workflows\.0: document holds an invalid field name "\$bad"/],
     [{ webhooks: [{ ...SPEC_EXAMPLE.webhooks[0], verify: { scheme: 'hmac-sha256', header: 'x', secret: '' } }] }, /webhooks\.0\.verify\.secret/],

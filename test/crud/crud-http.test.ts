@@ -98,7 +98,7 @@ t.test('bad envelopes are 4xx naming the problem and change nothing', async (t) 
     [{ method: 'object.read', collection: 'apis', sort: { $natural: 1 } }, 400, /\$natural/],
     [{ method: 'object.read', collection: 'keys', sort: { secretHash: 1 } }, 403, /sort\.secretHash/],
     [{ method: 'object.create', collection: 'workflows', documents: [{ _id: 'chosen', name: 'x', steps: [] }] }, 400, /^documents\.0\._id: assigned by the store/],
-    [{ method: 'object.create', collection: 'apis', documents: [{ name: 'no-base-url' }] }, 400, /^documents\.0: invalid apis document: baseUrl/],
+    [{ method: 'object.create', collection: 'apis', documents: [{ name: 'no-base-url' }] }, 400, /^documents\.0: baseUrl: is required/],
     [{ method: 'object.create', collection: 'things', documents: [{ $bad: 1 }] }, 400, /^documents\.0: /],
   ];
   for (const [body, status, message] of cases) {
