@@ -48,7 +48,7 @@ export async function openNodeLifecycle(deps: LifecycleBootDeps): Promise<NodeLi
   });
   const inherited = await lifecycle.start();
   if (Object.keys(inherited).length > 0) primary.patchWorkerEnv(inherited);
-  if (organizationId) registerReservationControl(deps.handle, { store: db, organizationId, clusterId });
+  registerReservationControl(deps.handle, { store: db, platformOrganization: deps.platformOrganization, clusterId });
   const stopListening = onFleetReady({ on: deps.events.on, off: deps.events.off, fleetHealth: () => primary.getFleetHealth() }, () => void lifecycle.ready());
   let stop: { reason: string; deadline: number } | undefined;
   primary.onShutdown(async (reason) => {

@@ -34,10 +34,6 @@ function explainAbsentMethods(handlers: HandlerRegistry, isPrimary: boolean): vo
     code: 'disabled',
     message: 'the autoscaler is off on this server (autoscaler.enabled is false): set autoscaler.enabled to true, or FLEETPLANE_AUTOSCALER_ENABLED=true, and restart it',
   });
-  handlers.explainAbsent('repository', {
-    code: 'disabled',
-    message: 'this server has no platform organization, so no cluster repositories: set server.organization, or run fleetplane init, and restart it',
-  });
   handlers.explainAbsent('socket', { code: 'wrong_target', message: 'the workers answer it, where the WebSockets are: address it with broadcast: true or organization_id' });
 }
 

@@ -1,9 +1,11 @@
 import t from 'tap';
-import { writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { openStore } from '../../src/db/open.js';
 import { bareRepository, commitUpstream, gitSync } from '../repositories/git-fixtures.js';
-import { tempDir } from '../helpers/server-process.js';
+import { CLI, FAST, cleanEnv, startCli, tempDir } from '../helpers/server-process.js';
+import { scaled, until } from '../helpers/wait.js';
 import { platformDataDir, spawnLifecycleServer } from './lifecycle-fixture.js';
 
 t.test('a server clones at start, checkpoints at SIGTERM, and on restart reuses the checkout without pulling', async (t) => {
@@ -33,4 +35,26 @@ t.test('a server clones at start, checkpoints at SIGTERM, and on restart reuses 
   t.equal(gitSync(checkout, 'rev-parse', 'HEAD'), local, 'no pull at restart');
   second.signal('SIGTERM');
   t.equal(await second.exit(), 0);
+});
+
+t.test("the first start's own organization is the platform's: the repository methods answer for it without a restart", async (t) => {
+  // An empty data directory, as `npm start` finds it: the start creates organization "default" once it serves.
+  const dataDir = tempDir('fleetplane-repos-first-');
+  const file = path.join(dataDir, 'fleetplane.config.json');
+  writeFileSync(file, JSON.stringify({ ...FAST, dataDir, workers: 1, http: { port: 0, host: '127.0.0.1' }, mesh: { enabled: false } }));
+  const child = startCli(t, ['start', '--config', file]);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  await until('the first start to create its organization and admin key', () => (existsSync(path.join(dataDir, 'admin.key')) ? true : undefined), 30_000, { everyMs: 100 });
+  const ctl = (method: string, ...args: string[]) => {
+    const result = spawnSync(process.execPath, [CLI, 'ctl', method, '--master', '--data-dir', dataDir, '--json', ...args], { encoding: 'utf8', env: cleanEnv(), timeout: scaled(30_000) });
+    return { status: result.status, output: `${result.stdout}${result.stderr}` };
+  };
+  let last: ReturnType<typeof ctl> | undefined;
+  await until('repository.reservations to answer for the platform organization', () => ((last = ctl('repository.reservations')).status === 0 ? true : undefined), 15_000, { everyMs: 250, last: () => last });
+  t.match(JSON.parse(last!.output), { replies: [{ worker: 0, ok: true, result: { reservations: [] } }] }, 'listed, not disabled');
+  const cleared = ctl('repository.reservations.clear', '--value', '{"all":true}');
+  t.equal(cleared.status, 0, cleared.output);
+  t.match(JSON.parse(cleared.output), { replies: [{ ok: true, result: { cleared: 0 } }] });
+  process.kill(child.pid!, 'SIGTERM');
+  t.equal(await exited, 0);
 });

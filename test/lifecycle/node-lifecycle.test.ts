@@ -75,11 +75,15 @@ t.test('ctl lists and clears upload reservations; both are platform-only server 
   const { store } = await openTempStore();
   t.teardown(() => store.close());
   const handlers = new HandlerRegistry();
-  registerReservationControl((method, handler) => handlers.handle(method, handler), { store, organizationId: ORG, clusterId: 'blue' });
+  // The platform organization comes with the store's first organization: a first start creates it once serving.
+  let platform: string | null = null;
+  registerReservationControl((method, handler) => handlers.handle(method, handler), { store, platformOrganization: async () => platform, clusterId: 'blue' });
   const url = 'https://git.example.com/o/site.git';
+  const call = (method: string, data?: unknown) => handlers.run({ method, data } as never);
+  t.match(await call('repository.reservations'), { ok: false, error: { code: 'unavailable', message: /no platform organization yet/ } }, 'before it exists');
+  platform = ORG;
   await claimUpload(store, { organizationId: ORG, clusterId: 'blue', url }, 'srv-crashed', new Date());
   await claimUpload(store, { organizationId: ORG, clusterId: 'green', url }, 'srv-other', new Date());
-  const call = (method: string, data?: unknown) => handlers.run({ method, data } as never);
   t.match(await call('repository.reservations'), { ok: true, result: { reservations: [{ cluster_id: 'blue', url, server_id: 'srv-crashed' }] } });
   t.match(await call('repository.reservations.clear', {}), { ok: false, error: { code: 'bad_request' } });
   t.same(await call('repository.reservations.clear', { url }), { ok: true, result: { cleared: 1 } });

@@ -26,9 +26,6 @@ t.test("a control method whose subsystem is off here answers disabled, naming th
     const reply = await primary.run(delivered(method));
     t.match(reply, { ok: false, error: { code: 'disabled', message: new RegExp(`^${method.replace('.', '\\.')}: the autoscaler is off on this server \\(autoscaler\\.enabled is false\\)`) } }, method);
   }
-  for (const method of ['repository.reservations', 'repository.reservations.clear']) {
-    t.match(await primary.run(delivered(method)), { ok: false, error: { code: 'disabled', message: /no platform organization.*server\.organization/ } }, method);
-  }
   t.match(await primary.run(delivered('socket.emit')), { ok: false, error: { code: 'wrong_target', message: /the workers answer it/ } });
   t.match(await primary.run(delivered('autoscalerx')), { ok: false, error: { code: 'unknown_method', message: 'no handler for "autoscalerx"' } }, 'a namespace is matched by its dotted segments only');
   t.match(await primary.run(delivered('no.such.method')), { ok: false, error: { code: 'unknown_method' } });
