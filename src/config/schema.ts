@@ -57,7 +57,7 @@ export const ConfigSchema = Type.Object(
           minimum: 0,
           default: 32,
           description:
-            'Connections of one client address (per worker) still sending their first request headers, and apart from those, connections still sending a request body; past it the oldest of either is answered 408 and closed (0 = no cap; trusted proxies are exempt)',
+            'Connections of one client address (per worker) still sending their first request headers, and, counted apart, requests of that address whose body is still arriving; past it the oldest is answered 408 and closed (0 = no cap; trusted proxies are exempt)',
         }),
         trustProxy: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
           default: [],

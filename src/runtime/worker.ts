@@ -15,6 +15,7 @@ import { HttpMetrics } from './http-metrics.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
 import { socketOf, type ConnectionHandle } from './listeners.js';
 import { IncompleteHeaders } from './incomplete-headers.js';
+import { IncompleteBodies } from './incomplete-bodies.js';
 import { TrustedProxies, normalizeAddress } from '../auth/client-address.js';
 import { settleWhenQuiet, takeCollector, type Collector } from './settle-memory.js';
 import { systemClock } from './clock.js';
@@ -29,6 +30,7 @@ export class WorkerRuntime {
   readonly rpc: WorkerEnd;
   readonly connections = new ConnectionTracker();
   readonly incompleteHeaders: IncompleteHeaders;
+  readonly incompleteBodies: IncompleteBodies;
   private currentStatus: WorkerStatus = 'starting';
   private app: ServedApp | undefined;
   private fleetReady = true;
@@ -66,7 +68,9 @@ export class WorkerRuntime {
     this.rpc.handle('worker.status', () => this.describe());
     this.rpc.handle('worker.metrics', () => this.metricsJson());
     const proxies = new TrustedProxies(config.http.trustProxy);
-    this.incompleteHeaders = new IncompleteHeaders({ maxPerAddress: config.http.maxIncompletePerAddress, exempt: (address) => proxies.trusts(normalizeAddress(address)) });
+    const exempt = (address: string) => proxies.trusts(normalizeAddress(address));
+    this.incompleteHeaders = new IncompleteHeaders({ maxPerAddress: config.http.maxIncompletePerAddress, exempt });
+    this.incompleteBodies = new IncompleteBodies({ timeoutMs: config.http.bodyTimeoutMs, maxPerAddress: config.http.maxIncompletePerAddress, exempt });
   }
 
   get status(): WorkerStatus {
@@ -139,6 +143,7 @@ export class WorkerRuntime {
       server.headersTimeout = this.config.http.headersTimeoutMs;
       this.connections.track(server);
       this.incompleteHeaders.track(server);
+      this.incompleteBodies.track(server);
     }
     this.setStatus('ready');
     this.post({ fp: 'ready' });
