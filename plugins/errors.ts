@@ -2,12 +2,13 @@ import fp from 'fastify-plugin';
 import type { FastifyBaseLogger, FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { duplicatedHeader } from '../src/http/duplicate-headers.js';
+import { unsupportedTransferEncoding } from '../src/http/transfer-encoding.js';
 import { StoreError } from '../src/db/errors.js';
 import { RateLimitedWarnings } from '../src/logging/rate-limited.js';
 import { FleetplaneError, errorBody } from '../src/errors.js';
 import { declaredFieldLike, misspelledAs, schemaAt, unknownField } from '../src/schema/field-hint.js';
 import { sendError } from './error-reply.js';
-import { closeUpgradeOnAnswer, refuseDuplicateHeader } from './request-guard.js';
+import { closeUpgradeOnAnswer, refuseDuplicateHeader, refuseTransferEncoding } from './request-guard.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -124,6 +125,8 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
   closeUpgradeOnAnswer(request, reply);
   const duplicated = duplicatedHeader(request.raw.rawHeaders);
   if (duplicated) return refuseDuplicateHeader(duplicated, reply);
+  const transfer = unsupportedTransferEncoding(request.headers['transfer-encoding']);
+  if (transfer !== undefined) return refuseTransferEncoding(transfer, reply);
   let status = 400;
   let message = 'the URL is not valid percent-encoding';
   if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {

@@ -9,6 +9,7 @@ import {
   TOO_MANY_FAILURES_REPLY,
   UNSUPPORTED_MEDIA_TYPE_REPLY,
   UNSUPPORTED_ENCODING_REPLY,
+  UNSUPPORTED_TRANSFER_ENCODING_REPLY,
 } from '../schemas/responses.js';
 
 type Schema = Record<string, unknown> & { description?: string; examples?: unknown[]; headers?: Record<string, unknown> };
@@ -73,7 +74,7 @@ const byStatus = (a: string, b: string) => Number(a) - Number(b);
 
 /**
  * The responses a route documents: what it declares, plus what the app's hooks answer on it — 400 for a
- * duplicated `Host` or `Authorization` header (every route), 429 past the failed-authentication limit (routes
+ * duplicated `Host` or `Authorization` header and 501 for a `Transfer-Encoding` other than `chunked` (every route), 429 past the failed-authentication limit (routes
  * that take a key), 405 and 415 (envelope routes), 415 for an encoded body (POST routes), and the fallback's 307 and 503 (every route but the probes,
  * metrics and `POST /control`) — each with a description, the headers it carries and named error examples.
  */
@@ -88,6 +89,7 @@ export function documentedResponses(declared: Responses, route: RouteFacts): Res
     responses[status] = existing ? merged(existing, addition) : { ...addition };
   };
   add(400, DUPLICATE_HEADER_REPLY as unknown as Schema);
+  add(501, UNSUPPORTED_TRANSFER_ENCODING_REPLY as unknown as Schema);
   if (route.takesKey) {
     add(429, TOO_MANY_FAILURES_REPLY as unknown as Schema);
     add(503, STORE_UNAVAILABLE_REPLY as unknown as Schema);
@@ -110,6 +112,7 @@ export function documentedResponses(declared: Responses, route: RouteFacts): Res
     if (status === '405' && route.envelope) Object.assign(headers, HEADERS.allow);
     if (status === '429') Object.assign(headers, HEADERS.retryAfter);
     if (status === '503' && redirected) Object.assign(headers, HEADERS.fallbackRetryAfter);
+    if (status === '501') Object.assign(headers, HEADERS.connection);
     const schema = namedExamples(responses[status]!);
     documented[status] = Object.keys(headers).length > 0 ? { ...schema, headers } : schema;
   }

@@ -135,7 +135,7 @@ const openapi: FastifyPluginAsync = async (app) => {
           'Clustered, multi-tenant control-plane server. Envelope routes take POSTed JSON (application/json, at most 1 MiB) ' +
           'with a key as `Authorization: Bearer <key>` or as the envelope field `apikey`; every envelope reply has `Cache-Control: no-store` ' +
           'and errors are `{ "error": { "code", "message" } }`. A request with more than one `Host` or `Authorization` header is refused ' +
-          'with 400 `duplicate_header`. A node that does not serve a request right now (its workers cordoned, draining or starting, or the ' +
+          'with 400 `duplicate_header`, one with a `Transfer-Encoding` other than `chunked` alone with 501 `unsupported_transfer_encoding`. A node that does not serve a request right now (its workers cordoned, draining or starting, or the ' +
           'organization shed there) answers 307 to another entry point, or 503 with `Retry-After` when it knows none; probes, metrics ' +
           'and `POST /control` are always answered.',
       },

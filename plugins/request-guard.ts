@@ -6,6 +6,7 @@ import { sendError } from './error-reply.js';
 import { echoRequestId } from './request-id.js';
 import { markEnvelopeAnswer } from './envelope.js';
 import { duplicatedHeader, duplicateHeaderMessage, type AmbiguousHeader } from '../src/http/duplicate-headers.js';
+import { unsupportedTransferEncoding, unsupportedTransferEncodingMessage } from '../src/http/transfer-encoding.js';
 
 /** Node sets `upgrade` on the requests it hands to 'upgrade' listeners; its typings leave it out. */
 const isUpgrade = (request: FastifyRequest) => (request.raw as IncomingMessage & { upgrade?: boolean }).upgrade === true;
@@ -23,6 +24,15 @@ export function closeUpgradeOnAnswer(request: FastifyRequest, reply: FastifyRepl
 export function refuseDuplicateHeader(name: AmbiguousHeader, reply: FastifyReply): void {
   reply.raw.shouldKeepAlive = false;
   sendError(reply, 400, errorBody('duplicate_header', duplicateHeaderMessage(name)), { connection: 'close' });
+}
+
+/**
+ * Answers 501 `unsupported_transfer_encoding` (RFC 9112's answer to a transfer coding the server does not apply)
+ * and closes the connection: the body that follows is not read.
+ */
+export function refuseTransferEncoding(header: string, reply: FastifyReply): void {
+  reply.raw.shouldKeepAlive = false;
+  sendError(reply, 501, errorBody('unsupported_transfer_encoding', unsupportedTransferEncodingMessage(header)), { connection: 'close' });
 }
 
 /**
@@ -72,7 +82,8 @@ function runSteps(steps: readonly RequestStep[], from: number, request: FastifyR
 /**
  * The first hook of every request (registered before any other). Checks on the raw request before any other
  * hook, route or authorization sees it: more than one `Host` or
- * `Authorization` header is refused, a POST body with a `Content-Encoding` other than `identity` is refused
+ * `Authorization` header is refused, a `Transfer-Encoding` other than `chunked` alone is refused (501
+ * `unsupported_transfer_encoding`), a POST body with a `Content-Encoding` other than `identity` is refused
  * (415 `unsupported_encoding`), and upgrade requests answered over HTTP close their socket. The WebSocket
  * upgrade passes here too: `@fastify/websocket` routes it like any request. Then the steps other plugins added.
  */
@@ -88,6 +99,8 @@ const requestGuard: FastifyPluginAsync = async (app) => {
     closeUpgradeOnAnswer(request, reply);
     const duplicated = duplicatedHeader(request.raw.rawHeaders);
     if (duplicated !== undefined) return refuseDuplicateHeader(duplicated, reply);
+    const transfer = unsupportedTransferEncoding(request.headers['transfer-encoding']);
+    if (transfer !== undefined) return refuseTransferEncoding(transfer, reply);
     const encoding = refusedEncoding(request);
     if (encoding === undefined) return runSteps(steps, 0, request, reply, done);
     sendError(reply, 415, errorBody('unsupported_encoding', `content-encoding ${encoding.slice(0, 64)} is not accepted: send the body uncompressed`));

@@ -27,6 +27,12 @@ export const EXAMPLE_NAMES: ReadonlyMap<string, string> = new Map([
 /** Every route: the request guard refuses a duplicated `Host` or `Authorization` header before any route runs. */
 export const DUPLICATE_HEADER_REPLY = errorReply('The request has more than one `Host` or `Authorization` header (refused before any route runs)', DUPLICATE_HEADER);
 
+/** Every route: the request guard refuses a `Transfer-Encoding` other than `chunked` alone before any route runs. */
+export const UNSUPPORTED_TRANSFER_ENCODING_REPLY = errorReply('The request has a `Transfer-Encoding` other than `chunked` alone (refused before any route runs; the connection is closed)', {
+  code: 'unsupported_transfer_encoding',
+  message: 'transfer-encoding gzip, chunked is not supported: send the body with chunked alone or a Content-Length',
+});
+
 /** Every route that takes a key: an address past its failed-authentication limit. */
 export const TOO_MANY_FAILURES_REPLY = errorReply('Too many failed authentications from this client address; retry after `Retry-After` seconds', TOO_MANY_FAILURES);
 
