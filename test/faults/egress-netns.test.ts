@@ -151,10 +151,10 @@ if (!why) {
 
   t.test('the allow-listed private upstream is reached by a tenant, and the platform reaches the intranet by default', async (t) => {
     const allowed = await callProvider(tenant, 'allowed', `http://${ALLOWED}:${UPSTREAM_PORT}`);
-    t.equal(allowed.status, 200, allowed.body ?? allowed.error);
+    t.equal(allowed.status, 200, String(allowed.body ?? allowed.error));
     t.same(JSON.parse(allowed.body ?? '{}'), { status: 200, data: { ok: true } });
     const own = await callProvider(platform, 'intranet', `http://${INTRANET}:${UPSTREAM_PORT}`);
-    t.equal(own.status, 200, own.body ?? own.error);
+    t.equal(own.status, 200, String(own.body ?? own.error));
     t.same(JSON.parse(own.body ?? '{}'), { status: 200, data: { intranet: true } });
     t.same((await probe.send({ counts: true })).counts, { intranet: 1 }, "only the platform's call reached it");
   });
