@@ -5,7 +5,7 @@ import type { RequestResult } from '../ipc/handlers.js';
 import type { CompiledStep, CompiledWorkflow } from './definition.js';
 import { WORKFLOW_ERRORS, WorkflowError } from './errors.js';
 import type { Scope } from './template.js';
-import { serverTarget } from '../auth/authority.js';
+import { tenantViolation } from '../auth/authority.js';
 
 /** Nesting of workflow steps, the top-level run included: enough for composition, a wall for recursion. */
 export const MAX_WORKFLOW_DEPTH = 8;
@@ -79,11 +79,10 @@ async function runStep(deps: EngineDeps, step: CompiledStep, scope: Scope, conte
   }
   if (!deps.request) throw WORKFLOW_ERRORS.unavailable('IPC is not available in this process');
   const envelope: Record<string, unknown> = { ...(step.envelope(scope) as Record<string, unknown>), organization_id: context.organizationId };
-  // A tenant's stored workflow reaches its own organization's workers only, as its keys do (SPEC 8.4).
-  const target = serverTarget(envelope);
-  if (target && !context.trusted && !(await deps.isPlatform?.(context.organizationId))) {
-    throw WORKFLOW_ERRORS.platformOnly(target);
-  }
+  // A tenant's stored workflow reaches its own organization's workers only, and no method acting on the server
+  // itself (its overview, metrics, certificates), as its keys do (SPEC 8.4).
+  const violation = context.trusted ? undefined : tenantViolation({ ...envelope, method: String(envelope.method) });
+  if (violation && !(await deps.isPlatform?.(context.organizationId))) throw WORKFLOW_ERRORS.platformOnly(violation);
   const timeoutMs = Math.min((envelope.timeoutMs as number | undefined) ?? DEFAULT_IPC_TIMEOUT_MS, remaining(context));
   const result = await deps.request({ ...envelope, timeoutMs }, { timeoutMs });
   const failed = result.replies.find((reply) => !reply.ok);

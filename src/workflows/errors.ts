@@ -43,7 +43,8 @@ const entry = <Args extends unknown[]>(declaration: ErrorCode, message: (...args
 export const WORKFLOW_ERRORS = {
   invalidRequest: entry(SHARED_CODES.invalidRequest, (reason: string) => reason),
   methodMismatch: entry(SHARED_CODES.methodMismatch, (method: string, given: string) => `method: this route runs "${method}", not "${given}"`),
-  platformOnly: entry(SHARED_CODES.platformOnly, (target: string) => `the "${target}" target selects server processes; only the platform organization's workflows may use it`),
+  /** A tenant's IPC step naming a server-level method or target (SPEC 8.4); the reason says which. */
+  platformOnly: entry(SHARED_CODES.platformOnly, (reason: string) => reason),
   unknownWorkflow: entry(errorCode('unknown_workflow', 404), (name: string) => `no workflow "${name}"`),
   invalidWorkflow: entry(errorCode('invalid_workflow', 422), (name: string, reason: string) => `workflow "${name}" is not valid: ${reason}`),
   /** The run's input lacks a value the workflow reads: the caller's to fix. */

@@ -114,6 +114,28 @@ t.test('an IPC step sends an envelope scoped to the organization; its result is 
   t.match(fixture.requests.at(-1), { method: 'items.created', broadcast: true, organization_id: acme.organization_id });
 });
 
+t.test("a tenant's IPC step reaches neither server processes by position nor methods acting on the server itself", async (t) => {
+  const tenantWorkflows = store.forOrganization(globex.organization_id).collection('workflows');
+  const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+    ['peek-worker', { method: 'overview.worker', data: {} }, /^step "peek": "overview\.worker" acts on the server itself; only the platform organization may call it/],
+    ['read-metrics', { method: 'metrics.read' }, /"metrics\.read" acts on the server itself/],
+    ['every-worker', { method: 'items.created', broadcast: true }, /the "broadcast" target selects server processes/],
+  ];
+  for (const [name, ipc, message] of cases) {
+    await tenantWorkflows.insertOne({ name, steps: [{ name: 'peek', ipc }] });
+    const sent = fixture.requests.length;
+    const reply = await postJson(app, `/workflows/${name}`, { [name]: [{}] }, { tenant: globex });
+    t.equal(reply.statusCode, 403, `${name}: ${reply.body}`);
+    t.match(reply.json().error, { code: 'platform_only', message }, name);
+    t.equal(fixture.requests.length, sent, `${name}: nothing was sent`);
+  }
+  // The platform's own workflow may read its server's overview.
+  await workflows.insertOne({ name: 'peek-worker', steps: [{ name: 'peek', ipc: { method: 'overview.worker', data: {} } }] });
+  const platform = await run('peek-worker', { 'peek-worker': [{}] });
+  t.equal(platform.statusCode, 200, platform.body);
+  t.match(fixture.requests.at(-1), { method: 'overview.worker', organization_id: acme.organization_id });
+});
+
 t.test('the route sets the method: an explicit different one is refused', async (t) => {
   const mismatch = await run('echo', { method: 'workflow.other', echo: [1] });
   t.equal(mismatch.statusCode, 400);
