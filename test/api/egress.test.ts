@@ -191,6 +191,10 @@ t.test("a tenant's provider on this machine's loopback is refused with egress_re
     ['v6', `http://[::1]:${v6.port}`],
     ['mapped', `http://[::ffff:127.0.0.1]:${v4.port}`],
     ['name', `http://localhost:${v4.port}`],
+    // Other spellings of 127.0.0.1 that URL parsing turns into it.
+    ['decimal', `http://2130706433:${v4.port}`],
+    ['hex', `http://0x7f000001:${v4.port}`],
+    ['short', `http://127.1:${v4.port}`],
   ];
   for (const [name, baseUrl] of targets) {
     await provider(TENANT, name, baseUrl);
@@ -206,7 +210,7 @@ t.test("a tenant's provider on this machine's loopback is refused with egress_re
   await call(TENANT, 'v4');
   await call(TENANT, 'v4');
   const refusals = lines.filter((line) => line.msg === 'the egress policy refused a provider connection (logged once a minute per provider)');
-  t.same(refusals.map((line) => line.api).sort(), ['mapped', 'name', 'v4', 'v6']);
+  t.same(refusals.map((line) => line.api).sort(), ['decimal', 'hex', 'mapped', 'name', 'short', 'v4', 'v6']);
   t.match(refusals.find((line) => line.api === 'name'), { host: 'localhost', address: '127.0.0.1', rule: 'loopback', organization: TENANT });
 });
 
