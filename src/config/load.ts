@@ -239,6 +239,14 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   if (needsHeartbeat && config.health.heartbeatMs === 0) {
     throw new ConfigError('health.heartbeatMs', 'must be > 0 when an RSS, wedged or lag recycle policy is on', file);
   }
+  if (config.postgres.url && config.mongodb.url) {
+    const source = sources.get('postgres.url') ?? sources.get('mongodb.url') ?? file;
+    throw new ConfigError('postgres.url', 'cannot be set together with mongodb.url: the store is one backend, choose PostgreSQL or MongoDB', source);
+  }
+  // Checked here rather than by a schema pattern, whose error would show the value and the password in it.
+  if (config.postgres.url && !/^postgres(ql)?:\/\//.test(config.postgres.url)) {
+    throw new ConfigError('postgres.url', 'must be a connection string starting with postgres:// or postgresql://', sources.get('postgres.url') ?? file);
+  }
   if (Boolean(config.https.key) !== Boolean(config.https.cert)) {
     throw new ConfigError(config.https.key ? 'https.cert' : 'https.key', 'HTTPS needs both key and cert', file);
   }

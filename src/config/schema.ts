@@ -159,6 +159,29 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    postgres: Type.Object(
+      {
+        url: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description: 'PostgreSQL connection string (postgres://user:password@host:5432/database, 14 or later); when set the store uses PostgreSQL instead of the embedded SQLite file (not together with mongodb.url)',
+          }),
+        ),
+        maxPoolSize: Type.Integer({
+          minimum: 1,
+          maximum: 100,
+          default: 4,
+          description: "Connections per process (the primary and each worker): servers × (1 + workers) × maxPoolSize must stay below the PostgreSQL server's max_connections (docs/postgres.md)",
+        }),
+        connectTimeoutMs: Type.Integer({ minimum: 1, default: 5_000, description: 'How long opening a connection may take before the operation fails with 503 store_unavailable' }),
+        operationTimeoutMs: Type.Integer({
+          minimum: 1,
+          default: 5_000,
+          description: "How long a write waits for another writer's lock on its collection (503 store_busy past it); each statement is cut off a second later (503 store_unavailable)",
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     mongodb: Type.Object(
       {
         url: Type.Optional(Type.String({ minLength: 1, description: 'MongoDB connection string (a replica set, 5.0 or later); when set the store uses MongoDB instead of the embedded SQLite file' })),

@@ -65,11 +65,11 @@ export interface Collection<T extends Document = Document> {
 export type ChangeListener = (collection: string) => void;
 
 /**
- * The data layer: one interface, an embedded SQLite and a MongoDB backend. Collection names are free; the
+ * The data layer: one interface, an embedded SQLite, a PostgreSQL and a MongoDB backend. Collection names are free; the
  * SPEC 7.2 ones (documents.ts) also have a document schema and standard unique indexes.
  */
 export interface Store {
-  readonly backend: 'embedded' | 'mongodb';
+  readonly backend: 'embedded' | 'postgres' | 'mongodb';
   collection<T extends Document = Document>(name: string): Collection<T>;
   /** A handle that confines every operation to one organization (see scoped.ts). */
   forOrganization(organizationId: string): OrganizationScope;

@@ -1,0 +1,193 @@
+import pg from 'pg';
+import { StoreError } from '../errors.js';
+import { ChangeListeners } from '../change-listeners.js';
+import { OrganizationScopeHandle } from '../scoped.js';
+import type { ChangeListener, Collection, Document, IndexSpec, OrganizationScope, Store } from '../types.js';
+import { PostgresCollection, type PostgresBackend, type Queryable } from './collection.js';
+import { connectError, isUnreachable, toStoreError } from './errors.js';
+import { assertSupportedServer, ensureSchema } from './schema.js';
+import { assertConnectionString, DEFAULT_POSTGRES_SETTINGS, describeConnection, poolOptions, type PostgresSettings } from './settings.js';
+
+/** Reads may use an index definition this much later than another process created it (writes never do). */
+const INDEX_DEFINITIONS_TTL_MS = 1_000;
+
+/**
+ * Takes the collection's write lock and counts the write in one statement: the upsert locks the collection's
+ * counter row until the transaction ends, so a second writer of the collection — in this process or on another
+ * host — waits here (at most `lock_timeout`, then 503 store_busy) and, READ COMMITTED taking a new snapshot per
+ * statement, reads what the first one committed. A row lock rather than `pg_advisory_xact_lock`: the same
+ * round trip bumps the counter caches compare, and the counter commits with the data or not at all.
+ */
+const LOCK_AND_COUNT =
+  'INSERT INTO fleetplane_collection_versions (collection, version) VALUES ($1, 1) ON CONFLICT (collection) DO UPDATE SET version = fleetplane_collection_versions.version + 1';
+/** The same lock without counting (index creation, which every process runs at start). */
+const LOCK_ONLY =
+  'INSERT INTO fleetplane_collection_versions (collection, version) VALUES ($1, 0) ON CONFLICT (collection) DO UPDATE SET version = fleetplane_collection_versions.version';
+
+/**
+ * The PostgreSQL backend (`pg`), used when `postgres.url` is configured: documents in jsonb, at most
+ * `maxPoolSize` connections per process. Every write runs in a transaction that first takes its collection's
+ * lock (see `LOCK_AND_COUNT`), which makes read-modify-write steps (`$inc`, unique keys, an upsert's "nothing
+ * matched", the size check after an update) safe across processes and hosts; `updateMany` and `deleteMany` are
+ * all-or-nothing. A write that fails for any reason bumps the counter once more on its own, as on the other
+ * backends: if its outcome is unknown (the connection lost at commit), caches must not keep what they hold.
+ */
+export class PostgresStore implements Store, PostgresBackend {
+  readonly backend = 'postgres' as const;
+  private readonly collections = new Map<string, PostgresCollection<Document>>();
+  private readonly indexCache = new Map<string, { specs: IndexSpec[]; loadedAt: number }>();
+  private readonly listeners = new ChangeListeners();
+  private closed = false;
+
+  private constructor(readonly pool: pg.Pool) {}
+
+  /** Connects, checks the server's version and creates the tables when missing (see schema.ts). */
+  static async connect(settings: Pick<PostgresSettings, 'url'> & Partial<PostgresSettings>): Promise<PostgresStore> {
+    const resolved: PostgresSettings = { ...DEFAULT_POSTGRES_SETTINGS, ...settings };
+    assertConnectionString(resolved.url);
+    const where = describeConnection(resolved.url);
+    let pool: pg.Pool;
+    try {
+      pool = new pg.Pool(poolOptions(resolved));
+    } catch (error) {
+      throw connectError(where, error);
+    }
+    // An idle connection the server drops (a restart, a network cut) reports here; without a listener the
+    // process would crash. The next operation opens a new connection.
+    pool.on('error', () => undefined);
+    try {
+      const client = await pool.connect();
+      client.on('error', () => undefined);
+      try {
+        await assertSupportedServer(client);
+        await ensureSchema(client);
+      } finally {
+        client.release();
+      }
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      throw connectError(where, error);
+    }
+    return new PostgresStore(pool);
+  }
+
+  collection<T extends Document = Document>(name: string): Collection<T> {
+    let collection = this.collections.get(name);
+    if (!collection) {
+      collection = new PostgresCollection(name, this);
+      this.collections.set(name, collection);
+    }
+    return collection as unknown as Collection<T>;
+  }
+
+  forOrganization(organizationId: string): OrganizationScope {
+    return new OrganizationScopeHandle(this, organizationId);
+  }
+
+  async changeToken(collections: readonly string[]): Promise<string> {
+    const { rows } = await this.read('fleetplane_collection_versions', (db) =>
+      db.query<{ collection: string; version: string }>(
+        'SELECT collection, version FROM fleetplane_collection_versions WHERE collection = ANY($1::text[]) ORDER BY collection COLLATE "C"',
+        [[...collections]],
+      ),
+    );
+    return rows.map((row) => `${row.collection}:${row.version}`).join(',');
+  }
+
+  onChange(listener: ChangeListener): () => void {
+    return this.listeners.add(listener);
+  }
+
+  /** Runs a read on a pooled connection, its failures translated. */
+  async read<T>(collection: string, operation: (db: Queryable) => Promise<T>): Promise<T> {
+    this.assertOpen();
+    try {
+      return await operation(this.pool);
+    } catch (error) {
+      throw toStoreError(collection, error);
+    }
+  }
+
+  /** Index definitions for reads: cached briefly, since a missing one only costs a wider selection. */
+  async indexesForRead(collection: string): Promise<IndexSpec[]> {
+    const cached = this.indexCache.get(collection);
+    if (cached && Date.now() - cached.loadedAt < INDEX_DEFINITIONS_TTL_MS) return cached.specs;
+    return this.read(collection, (db) => this.indexesForWrite(db, collection));
+  }
+
+  /** Index definitions inside a write transaction (after the lock): always current, so every process maintains every index. */
+  async indexesForWrite(db: Queryable, collection: string): Promise<IndexSpec[]> {
+    const { rows } = await db.query<{ spec: string }>('SELECT spec FROM fleetplane_indexes WHERE collection = $1 ORDER BY name COLLATE "C"', [collection]);
+    const specs = rows.map((row) => JSON.parse(row.spec) as IndexSpec);
+    this.indexCache.set(collection, { specs, loadedAt: Date.now() });
+    return specs;
+  }
+
+  forgetIndexes(collection: string): void {
+    this.indexCache.delete(collection);
+  }
+
+  /**
+   * Runs `operation` in a transaction holding `collection`'s write lock, counting the write unless `counts` is
+   * false (see `LOCK_AND_COUNT`); listeners hear of it once committed.
+   */
+  async write<T>(collection: string, counts: boolean, operation: (db: Queryable) => Promise<T>): Promise<T> {
+    this.assertOpen();
+    let result: T;
+    try {
+      result = await this.inTransaction(collection, counts, operation);
+    } catch (error) {
+      const failure = toStoreError(collection, error);
+      // A write refused for the lock changed nothing, and its bump would wait for the same lock: the caller
+      // hears of the refusal now, the bump follows when it can.
+      const bumped = this.bumpAfterFailure(collection);
+      if (!(failure instanceof StoreError && failure.code === 'store_busy')) await bumped;
+      throw failure;
+    }
+    if (counts) this.listeners.notify(collection);
+    return result;
+  }
+
+  private async inTransaction<T>(collection: string, counts: boolean, operation: (db: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    // A connection that fails while checked out reports here too (the failed query rejects as well).
+    const ignore = () => undefined;
+    client.on('error', ignore);
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      await client.query(counts ? LOCK_AND_COUNT : LOCK_ONLY, [collection]);
+      const result = await operation(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      broken = isUnreachable(error) || !(await client.query('ROLLBACK').then(() => true, () => false));
+      throw error;
+    } finally {
+      client.removeListener('error', ignore);
+      // A connection in an unknown state is closed rather than handed to the next operation.
+      client.release(broken);
+    }
+  }
+
+  /** A failed write rolled back (or its outcome is unknown): bumping anyway keeps one rule for every backend. */
+  private async bumpAfterFailure(collection: string): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.pool.query(LOCK_AND_COUNT, [collection]);
+      this.listeners.notify(collection);
+    } catch {
+      // The store is most likely down; caches fall back on their maximum age. The caller hears the write's error.
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreError('the store is closed', 'store_closed');
+  }
+}
