@@ -7,7 +7,8 @@ import { localHosts, ORGANIZATION_ID_PATTERN } from '../src/auth/organizations.j
 import { loadConfig } from '../src/config/load.js';
 import type { ResolvedConfig } from '../src/config/schema.js';
 import { databaseName } from '../src/db/mongodb/settings.js';
-import { embeddedStorePath, openStore, type StoreConfig } from '../src/db/open.js';
+import { embeddedStorePath, openStore, storeBackendOf, type StoreConfig } from '../src/db/open.js';
+import { describeConnection } from '../src/db/postgres/settings.js';
 import type { Store } from '../src/db/types.js';
 import { CliError, withUsage } from './usage.js';
 
@@ -41,6 +42,7 @@ export { withUsage } from './usage.js';
 
 export function describeStore(config: StoreConfig): string {
   const { url, database } = config.mongodb;
+  if (config.postgres?.url) return `PostgreSQL database ${describeConnection(config.postgres.url)}`;
   return url ? `MongoDB database "${databaseName({ url, database })}"` : embeddedStorePath(config);
 }
 
@@ -55,7 +57,7 @@ export async function withStore<T>(
   options: { create?: boolean } = {},
 ): Promise<T> {
   const { config } = loadConfig({ flags: { config: values.config, dataDir: values['data-dir'] } });
-  if (!options.create && !config.mongodb.url && !existsSync(embeddedStorePath(config))) {
+  if (!options.create && storeBackendOf(config) === 'embedded' && !existsSync(embeddedStorePath(config))) {
     throw new CliError(`no store at ${embeddedStorePath(config)}: give the --data-dir (or --config) of an initialized server, or run "fleetplane init"`, 1);
   }
   let store: Store;

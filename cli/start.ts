@@ -7,6 +7,7 @@ import { SecretKeyError } from '../src/secrets/errors.js';
 import { secretsKeyFile } from '../src/secrets/key-file.js';
 import { SecretKeyring } from '../src/secrets/keyring.js';
 import { ServerRunningError } from '../src/control/socket.js';
+import { StoreError } from '../src/db/errors.js';
 import { CliError, usageError } from './usage.js';
 import { autoInitialize } from './init.js';
 
@@ -63,6 +64,9 @@ export async function start(argv: string[]): Promise<void> {
   } catch (error) {
     if (error instanceof ListenError || error instanceof ServerRunningError) throw new CliError(error.message, 1);
     if (error instanceof SecretKeyError) throw new CliError(error.message, error.source === 'env' ? 2 : 1);
+    // A store that refuses this server (wrong credentials, a missing database, too old, no rights) is one line
+    // naming the problem: retrying cannot fix it, and a stack trace would hide the reason.
+    if (error instanceof StoreError) throw new CliError(error.message, 1);
     throw error;
   }
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
-import { embeddedStorePath, type StoreConfig } from '../db/open.js';
+import { embeddedStorePath, storeBackendOf, type StoreConfig } from '../db/open.js';
 import { KEY_BYTES } from './box.js';
 import { SecretKeyError } from './errors.js';
 
@@ -17,10 +17,10 @@ const errorCode = (error: unknown) => (error as NodeJS.ErrnoException)?.code ?? 
 
 /**
  * Where the key lives: beside the embedded store file it unlocks (by default `<data-dir>/secrets.key`; servers
- * sharing one `db.path` share its key too), and `<data-dir>/secrets.key` for MongoDB.
+ * sharing one `db.path` share its key too), and `<data-dir>/secrets.key` for PostgreSQL and MongoDB.
  */
 export function secretsKeyFile(config: StoreConfig): string {
-  const directory = config.mongodb.url ? config.dataDir : path.dirname(embeddedStorePath(config));
+  const directory = storeBackendOf(config) === 'embedded' ? path.dirname(embeddedStorePath(config)) : config.dataDir;
   return path.join(directory, SECRETS_KEY_FILE);
 }
 
