@@ -174,15 +174,20 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
 
 /**
  * What a server this one asks a provider for needs to join its cluster: the mesh secret, the store (the file's
- * absolute path, or the MongoDB connection) and this server's autoscaler settings.
+ * absolute path, or the PostgreSQL or MongoDB connection) and this server's autoscaler settings.
  */
 function newServerStartup(config: ResolvedConfig): Record<string, unknown> {
   const { url, database } = config.mongodb;
   // Powering a host off is the operator's choice for each host, never handed on (it also needs host control there).
   const { powerOffOnRemoval: _hostChoice, ...autoscaler } = config.autoscaler;
+  const store = config.postgres.url
+    ? { postgres: { url: config.postgres.url } }
+    : url
+      ? { mongodb: { url, ...(database ? { database } : {}) } }
+      : { db: { path: embeddedStorePath(config) } };
   return {
     ...(config.mesh.secret ? { mesh: { secret: config.mesh.secret } } : {}),
-    ...(url ? { mongodb: { url, ...(database ? { database } : {}) } } : { db: { path: embeddedStorePath(config) } }),
+    ...store,
     autoscaler,
   };
 }

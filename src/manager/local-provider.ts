@@ -32,6 +32,7 @@ const CreateData = Type.Object(
         manager: Type.Optional(Type.Object({ organizationId: Type.String({ minLength: 1 }), host: Type.String({ minLength: 1 }), apiKey: Type.String({ minLength: 1 }) })),
         mesh: Type.Optional(Type.Object({ secret: Type.String({ minLength: 16 }) })),
         db: Type.Optional(Type.Object({ path: Type.String({ minLength: 1 }) })),
+        postgres: Type.Optional(Type.Object({ url: Type.String({ minLength: 1 }) })),
         mongodb: Type.Optional(Type.Object({ url: Type.String({ minLength: 1 }), database: Type.Optional(Type.String({ minLength: 1 })) })),
         // The autoscaler settings of the server that asked (an unmanaged cluster's deciding server).
         autoscaler: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
@@ -136,6 +137,7 @@ export class LocalProvider implements BuiltinProvider {
       http: { ...section('http'), port: httpPort, host },
       mesh: { ...section('mesh'), port: meshPort, host, url: `ws://${host}:${meshPort}`, ...(startup.mesh ? { secret: startup.mesh.secret } : {}) },
       ...(startup.db ? { db: startup.db } : {}),
+      ...(startup.postgres ? { postgres: startup.postgres } : {}),
       ...(startup.mongodb ? { mongodb: startup.mongodb } : {}),
       ...(startup.manager ? { manager: { ...section('manager'), organizationId: startup.manager.organizationId, host: startup.manager.host, apiKey: startup.manager.apiKey } } : {}),
       ...(startup.autoscaler ? { autoscaler: { ...section('autoscaler'), ...startup.autoscaler } } : {}),
