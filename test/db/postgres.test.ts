@@ -1,5 +1,5 @@
 import t from 'tap';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -54,8 +54,12 @@ if (unavailable) {
   });
 
   t.test('filters select the same documents as on the embedded store, whatever part of them is pushed down to SQL', async (t) => {
-    const embedded = await EmbeddedStore.open(path.join(mkdtempSync(path.join(tmpdir(), 'fleetplane-pg-diff-')), 'diff.db'));
-    t.teardown(() => embedded.close());
+    const directory = mkdtempSync(path.join(tmpdir(), 'fleetplane-pg-diff-'));
+    const embedded = await EmbeddedStore.open(path.join(directory, 'diff.db'));
+    t.teardown(async () => {
+      await embedded.close();
+      rmSync(directory, { recursive: true, force: true });
+    });
     const [here, there] = [store!.collection('mixed'), embedded.collection('mixed')];
     for (const document of MIXED) {
       await here.insertOne(document);
