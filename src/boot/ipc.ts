@@ -1,6 +1,6 @@
 import type { Store } from '../db/types.js';
 import type { Authorizer } from '../auth/authorize.js';
-import type { ServerEmitter } from '../runtime/events.js';
+import { customEvents, type ServerEmitter } from '../runtime/events.js';
 import type { ProcessFacade } from '../runtime/process-facade.js';
 import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
@@ -74,7 +74,7 @@ export function primaryIpc(
 ): ProcessIpc & { router: IpcRouter; presence: OrganizationTracker['describe'] } {
   const { identity, events, authorize } = deps;
   const { id, config, log } = identity;
-  const handlers = new HandlerRegistry();
+  const handlers = new HandlerRegistry(customEvents(events));
   const organizations = primaryOrganizationMap({
     channels, answer: primary.answerWorkers, clock: systemClock, graceMs: config.organizations.graceMs, log, events, forget: (organizationId) => authorize.directory.forgetOrganization(organizationId),
   });
@@ -157,7 +157,7 @@ export function primaryState(deps: StateDeps, primary: PrimaryRuntime, channels:
 export function workerIpc(deps: IpcDeps, runtime: WorkerRuntime): ProcessIpc {
   const { identity, events, authorize } = deps;
   const { config } = identity;
-  const handlers = new HandlerRegistry();
+  const handlers = new HandlerRegistry(customEvents(events));
   const client = new IpcClient(runtime, handlers, config.ipc.maxEnvelopeBytes);
   return {
     handlers,

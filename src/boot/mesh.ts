@@ -1,7 +1,7 @@
 import type { ServerIdentity } from '../server.js';
 import type { Store } from '../db/types.js';
 import type { Authorizer } from '../auth/authorize.js';
-import type { ServerEmitter } from '../runtime/events.js';
+import { customEvents, type ServerEmitter } from '../runtime/events.js';
 import type { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
 import type { IpcRouter } from '../ipc/router.js';
@@ -78,6 +78,7 @@ export async function openPrimaryMesh(deps: PrimaryMeshDeps): Promise<PrimaryMes
     discover: async () => runningPeers(db, identity.id, cluster, await authorize.directory.platformOrganization()),
     inventoryToken: () => db.changeToken([SERVERS]),
     peerCheck: certificates?.peerCheck,
+    events: customEvents(events),
   });
   if (certificates) {
     certificates.on('renewed', (material) => mesh.setTls(material));

@@ -33,10 +33,23 @@ export interface AbsentMethod {
   message: string;
 }
 
-/** Handlers of one process (`server.handle`). Unknown methods and failing handlers answer with an error. */
+/**
+ * Where a method with no handler goes: emitted as an event of this process's server object with the envelope's
+ * `data` and the envelope. Answers how many listeners heard it (0: none, or a name only the server emits).
+ */
+export interface EventDelivery {
+  deliver(method: string, data: unknown, envelope: DeliveredEnvelope): number;
+}
+
+/**
+ * Handlers of one process (`server.handle`). A method without a handler is delivered as an event when something
+ * listens for it; otherwise it, and a failing handler, answer with an error.
+ */
 export class HandlerRegistry {
   private readonly handlers = new Map<string, IpcHandler>();
   private readonly absent = new Map<string, AbsentMethod>();
+
+  constructor(private readonly events?: EventDelivery) {}
 
   handle(method: string, handler: IpcHandler): void {
     if (!/^[A-Za-z][A-Za-z0-9_.:-]*$/.test(method) || method.length > 128) throw new TypeError(`invalid method name "${method}"`);
@@ -65,10 +78,18 @@ export class HandlerRegistry {
     return { code: 'unknown_method', message: `no handler for "${method}"` };
   }
 
+  /** A subsystem's explanation first (it names the setting); then the listeners of the method, if any. */
+  private unhandled(envelope: DeliveredEnvelope): { ok: true; result: { event: string; listeners: number } } | { ok: false; error: ReplyError } {
+    const error = this.missing(envelope.method);
+    if (error.code !== 'unknown_method' || !this.events) return { ok: false, error };
+    const listeners = this.events.deliver(envelope.method, envelope.data, envelope);
+    return listeners > 0 ? { ok: true, result: { event: envelope.method, listeners } } : { ok: false, error };
+  }
+
   /** Runs the handler and turns every outcome into a reply body; never throws. */
   async run(envelope: DeliveredEnvelope): Promise<{ ok: true; result: unknown } | { ok: false; error: ReplyError }> {
     const handler = this.handlers.get(envelope.method);
-    if (!handler) return { ok: false, error: this.missing(envelope.method) };
+    if (!handler) return this.unhandled(envelope);
     try {
       const result = await handler(envelope.data, envelope);
       return { ok: true, result: result === undefined ? null : result };

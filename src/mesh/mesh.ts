@@ -13,7 +13,7 @@ import { NonceCache, acceptHeaders, verifyDial, type DialClaim } from './handsha
 import { PeerLink, type Corkable, type LinkHandler } from './link.js';
 import { MeshListener, type UpgradeVerdict } from './listener.js';
 import { PeerDialer, type PeerTarget } from './dialer.js';
-import { RecentIds, answerCall, answerEnvelope, forwardOverLinks, selectLinks, type MeshHandler, type RouteFromPeer } from './peer-requests.js';
+import { RecentIds, answerCall, answerEnvelope, forwardOverLinks, selectLinks, type MeshEventDelivery, type MeshHandler, type RouteFromPeer } from './peer-requests.js';
 import { peerCertificateOf, type MeshSettings, type MeshTls, type PeerCertificateCheck } from './settings.js';
 import { DiscoveryLoop } from './discovery.js';
 import type { MeshEvents } from './events.js';
@@ -41,6 +41,8 @@ export interface MeshDeps {
   random?: () => number;
   /** Checks of a peer's certificate beyond TLS's own (`mesh.tls.mode: "auto"`), both ways. */
   peerCheck?: PeerCertificateCheck;
+  /** Where a peer's `mesh.*` call with no handler goes: the listeners of its method on the server object. */
+  events?: MeshEventDelivery;
 }
 
 /**
@@ -287,7 +289,7 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
 
   private answer(link: PeerLink, frame: FrameOf<'envelope'> | FrameOf<'call'>): void {
     if (frame.type === 'envelope') answerEnvelope(link, frame, this.deps.serverId, this.recent, this.deps.route, this.deps.log);
-    else void answerCall(link, frame, this.handlers, this.deps.log);
+    else void answerCall(link, frame, this.handlers, this.deps.log, this.deps.events);
   }
 
   private discovered(targets: PeerTarget[]): void {

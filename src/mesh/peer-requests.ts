@@ -121,12 +121,24 @@ export function answerEnvelope(link: PeerLink, frame: FrameOf<'envelope'>, self:
   );
 }
 
-/** Runs a `mesh.*` handler for a peer; an unknown method or a failing handler answers with an error. */
-export async function answerCall(link: PeerLink, frame: FrameOf<'call'>, handlers: ReadonlyMap<string, MeshHandler>, log: Logger): Promise<void> {
+/** Emits a `mesh.*` call no handler answers on the server object; answers how many listeners heard it. */
+export interface MeshEventDelivery {
+  deliver(method: string, data: unknown, from: { server: string }): number;
+}
+
+/**
+ * Runs a `mesh.*` handler for a peer; without one, the call is emitted as an event to the listeners of its
+ * method. No handler and no listener, or a failing handler, answers with an error.
+ */
+export async function answerCall(link: PeerLink, frame: FrameOf<'call'>, handlers: ReadonlyMap<string, MeshHandler>, log: Logger, events?: MeshEventDelivery): Promise<void> {
   const handler = handlers.get(frame.method);
   let reply: FrameOf<'result'>;
   if (!handler) {
-    reply = { type: 'result', id: frame.id, ok: false, error: { code: 'unknown_method', message: `no mesh handler for "${frame.method}"` } };
+    const listeners = events?.deliver(frame.method, frame.data, { server: link.peer }) ?? 0;
+    reply =
+      listeners > 0
+        ? { type: 'result', id: frame.id, ok: true, result: { event: frame.method, listeners } }
+        : { type: 'result', id: frame.id, ok: false, error: { code: 'unknown_method', message: `no mesh handler for "${frame.method}"` } };
   } else {
     try {
       const result = await handler(frame.data, { server: link.peer });

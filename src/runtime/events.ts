@@ -46,6 +46,52 @@ export type ServerEventArgs = { [E in ServerEventName]: [payload: ServerEvents[E
 /** The server's emitter as the runtime sees it: SPEC 1.7 events typed, other names open to applications. */
 export type ServerEmitter = SafeEmitter<ServerEventArgs & AnyEvents>;
 
+/** Every name of `ServerEvents` at run time: a `Record`, so an event added to the map cannot be left out here. */
+const OWN_EVENTS: Readonly<Record<ServerEventName, true>> = {
+  'worker:online': true, 'worker:ready': true, 'worker:exit': true, 'worker:crash': true, 'worker:restart': true, 'worker:draining': true,
+  'worker:recycle': true, 'worker:health': true, 'worker:wedged': true, 'worker:quarantined': true, 'fleet:degraded': true,
+  'fleet:recovered': true, 'circuit-breaker:tripped': true, 'restart:start': true, 'restart:complete': true, 'shutdown:start': true,
+  'shutdown:complete': true, 'organization.active': true, 'organization.inactive': true, status_change: true, cordon: true, drain: true, shed: true,
+};
+
+/**
+ * Names no envelope is ever emitted as. The server's own events drive its services (`shutdown:complete` closes the
+ * mesh, `worker:ready` marks the node serving in the inventory, `organization.*` tells the peers, the dashboard's
+ * journal records them): one a caller could raise would be believed. So are EventEmitter's own (`error` with no
+ * listener throws) and every namespace the server emits in (`worker:`, `shutdown:`, `organization.`...), with
+ * those of the autoscaler, the mesh and the overview.
+ */
+const RESERVED_NAMES: ReadonlySet<string> = new Set([...Object.keys(OWN_EVENTS), 'error', 'newListener', 'removeListener']);
+const RESERVED_PREFIXES: readonly string[] = [
+  ...new Set([...Object.keys(OWN_EVENTS).flatMap((name) => /^[^:.]+[:.]/.exec(name)?.[0] ?? []), 'autoscaler:', 'mesh:', 'overview.', 'link:']),
+];
+
+/** True for a name only the server itself emits (see `customEvents`). */
+export function isReservedEventName(name: string): boolean {
+  return RESERVED_NAMES.has(name) || RESERVED_PREFIXES.some((prefix) => name.startsWith(prefix));
+}
+
+/** Emits an envelope's method as an event of this process's server object; answers how many listeners heard it. */
+export interface CustomEventSink {
+  deliver(name: string, ...args: unknown[]): number;
+}
+
+/**
+ * SPEC 5.4 with the design's custom messages: a method no handler answers is emitted on the server object of each
+ * target process (`server.on('custom_worker_event', (data, envelope) => ...)`), safely, unless it is a reserved
+ * name. 0 when no listener heard it: the caller is then told `unknown_method`.
+ */
+export function customEvents(events: ServerEmitter): CustomEventSink {
+  return {
+    deliver(name, ...args) {
+      if (isReservedEventName(name)) return 0;
+      const listeners = events.listenerCount(name);
+      if (listeners > 0) events.emitSafe(name, ...args);
+      return listeners;
+    },
+  };
+}
+
 /** The server's event source: a listener that throws or rejects is logged, and the listeners after it still run. */
 export function serverEvents(log: Logger): ServerEmitter {
   return new SafeEmitter((event, error) => log.error({ err: error, event }, 'event listener failed'));

@@ -73,6 +73,38 @@ t.test('request(): a handler that throws answers an error and the process lives;
   t.equal(server.count((event) => event.event === 'worker:crash'), 0);
 });
 
+t.test("the design's custom worker event: a broadcast method with no handler reaches a listener in each worker, and unknown_method is only where nothing listens", async (t) => {
+  const server = await sharedServer();
+  const result = await server.command<Result>('request', { envelope: { method: 'custom_worker_event', broadcast: true, data: { status: 'ok' } } });
+  t.same(
+    result.replies.map((reply) => [reply.worker, reply.ok, reply.result]).sort(),
+    [
+      [1, true, { event: 'custom_worker_event', listeners: 1 }],
+      [2, true, { event: 'custom_worker_event', listeners: 1 }],
+    ],
+    'each worker replies ok: one listener heard it',
+  );
+  t.same(result.missing, []);
+  const heard = await server.command<Result>('request', { envelope: { method: 'fixture.custom', broadcast: true, master: true } });
+  t.equal(heard.replies.length, 3);
+  for (const reply of heard.replies) {
+    const events = (reply.result.heard as Array<{ id: string; data: unknown }>).filter((event) => event.id === result.id);
+    if (reply.result.primary) t.same(events, [], 'the primary was not a target and heard nothing');
+    else t.same(events, [{ id: result.id, data: { status: 'ok' }, organization_id: null }], `worker ${reply.result.worker} heard it once, with its data`);
+  }
+
+  const nobody = await server.command<Result>('request', { envelope: { method: 'nobody_listens', broadcast: true } });
+  t.equal(nobody.replies.length, 2);
+  for (const reply of nobody.replies) t.match(reply, { ok: false, error: { code: 'unknown_method', message: 'no handler for "nobody_listens"' } }, `worker ${reply.worker}: no listener, unknown_method`);
+
+  // The primary listens to worker:crash (it reports it on stdout): an envelope naming it must not be believed.
+  const spoofed = await server.command<Result>('request', { envelope: { method: 'worker:crash', master: true, broadcast: true, data: { workerId: 1, pid: 1, code: 1, signal: null, bootFailure: false } } });
+  t.equal(spoofed.replies.length, 3);
+  for (const reply of spoofed.replies) t.match(reply, { ok: false, error: { code: 'unknown_method' } }, `process ${reply.worker}: a server event's name is refused`);
+  t.equal(server.count((event) => event.event === 'worker:crash'), 0, 'no worker:crash was emitted');
+  t.equal(server.count((event) => event.event === 'shutdown:start'), 0);
+});
+
 t.test('request(): a target killed mid-request is reported missing; the others reply', async (t) => {
   const server = await ServerProcess.start({ workers: 2 });
   t.teardown(() => server.stop());

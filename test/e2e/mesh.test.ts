@@ -114,6 +114,22 @@ t.test('mesh.send reaches a handler on the named peer primary; unknown methods a
   t.same(fromWorker.json().result, { server: A, ok: true, result: { echo: 'hi', from: B, at: A } }, "a worker's mesh.send goes through its primary");
 });
 
+t.test("the design's custom mesh command: mesh.send with no handler reaches the listeners of its method on the peer primary", async (t) => {
+  const sent = await a.command<any>('mesh.send', { message: { method: 'mesh.custom_command', server: C, data: { key: 'value' } } });
+  t.same(sent, { server: C, ok: true, result: { event: 'mesh.custom_command', listeners: 1 } });
+  t.same(await c.command('mesh.heard'), [{ data: { key: 'value' }, from: A }], "C's primary heard it once, from A");
+  t.same(await a.command('mesh.heard'), [], 'the sender heard nothing');
+
+  const fromWorker = await request(b.port, '/fixture/mesh-send', { body: { method: 'mesh.custom_command', server: A, data: 'hi' }, timeoutMs: 20_000 });
+  t.equal(fromWorker.status, 200);
+  t.same(fromWorker.json().result, { server: A, ok: true, result: { event: 'mesh.custom_command', listeners: 1 } }, "a worker's mesh.send goes through its primary");
+  t.same(await a.command('mesh.heard'), [{ data: 'hi', from: B }]);
+  t.same(await b.command('mesh.heard'), [], 'B itself heard nothing');
+
+  const unheard = await a.command<any>('mesh.send', { message: { method: 'mesh.nobody_listens', server: B } });
+  t.match(unheard, { server: B, ok: false, error: { code: 'unknown_method', message: /mesh\.nobody_listens/ } }, 'no handler and no listener: unknown_method');
+});
+
 t.test('a server named but not linked is reported missing; nothing else changes', async (t) => {
   const result = await a.command<Result>('request', { envelope: { method: 'probe', server: [B, 'zz-not-running'], master: true } });
   t.same(result.replies.map(label), [`${B}/primary`]);
