@@ -35,7 +35,6 @@ export class Retirement {
     if (reason === 'wedged') record.retiring = reason;
     record.cancelAge?.();
     this.deps.metrics.recycles.inc({ reason });
-    this.deps.events.emitSafe('worker:recycle', { workerId: record.slot, pid: record.pid, reason });
     let replacementReady = false;
     try {
       replacementReady = await this.deps.forkReplacement(record.slot).ready;
@@ -49,7 +48,11 @@ export class Retirement {
       return false;
     }
     if (this.deps.isStopping()) return false;
-    await this.retire(record, reason);
+    // clusterkit's order: `worker:draining` as the old worker leaves rotation, then `worker:recycle`, its drain
+    // under way. Neither is announced while it still serves (nor at all when it is kept).
+    this.takeOut(record, reason);
+    this.deps.events.emitSafe('worker:recycle', { workerId: record.slot, pid: record.pid, reason });
+    await this.stopped(record);
     return true;
   }
 
@@ -59,13 +62,23 @@ export class Retirement {
    * reason the worker hears (a hand-over's workers close their WebSockets with 1012 rather than 1001).
    */
   async retire(record: WorkerRecord, reason: RecycleReason | 'shutdown', told: string = reason): Promise<void> {
-    const { clock, log } = this.deps;
+    this.takeOut(record, reason, told);
+    await this.stopped(record);
+  }
+
+  /** Out of rotation (`worker:draining`) and asked to shut down. */
+  private takeOut(record: WorkerRecord, reason: RecycleReason | 'shutdown', told: string = reason): void {
     record.retiring = reason;
     record.cancelAge?.();
     setStatus(record, 'draining', this.deps.events);
     this.deps.onLeftRotation();
     this.deps.events.emitSafe('worker:draining', { workerId: record.slot, pid: record.pid, reason });
-    sendTo(record, { fp: 'shutdown', reason: told }, log);
+    sendTo(record, { fp: 'shutdown', reason: told }, this.deps.log);
+  }
+
+  /** Waits for the ACK, gives the worker the shutdown budget, then escalates until it has exited. */
+  private async stopped(record: WorkerRecord): Promise<void> {
+    const { clock, log } = this.deps;
     const { ackTimeoutMs, timeoutMs, sigtermDelayMs, sigintDelayMs } = this.deps.shutdown;
     const acked = await Promise.race([record.exited.then(() => true), this.acknowledged(record, ackTimeoutMs)]);
     if (!acked) log.warn({ worker: record.slot, pid: record.pid }, 'worker did not acknowledge shutdown: escalating');

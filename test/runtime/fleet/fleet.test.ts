@@ -161,11 +161,12 @@ t.test('a heartbeat over maxRssMb recycles the worker, replacement first', async
   const [old] = port.workers;
   old!.say({ fp: 'ready' });
   old!.say({ fp: 'health', rss: 200 * 1024 * 1024, heapUsed: 0, lagMs: 0 });
-  t.ok(seen.includes('worker:recycle'));
   t.equal(port.workers.length, 2, 'the replacement is forked');
   t.equal(fleet.active, 1, 'the old worker still serves');
+  t.notOk(seen.includes('worker:recycle'), 'not announced while the old worker serves');
   port.workers[1]!.say({ fp: 'ready' });
   await settle();
+  t.ok(seen.includes('worker:recycle'));
   t.same(old!.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'rss' }]);
   t.same(fleet.fleetHealth().workers.map(({ pid, retiring }) => [pid, retiring]), [[1_000, 'rss'], [1_001, null]]);
 });

@@ -123,7 +123,7 @@ t.test('recycle forks the replacement first; the old worker serves until it is r
   t.equal(old.replacing, 'rss');
   t.equal(old.retiring, undefined, 'still in rotation while the replacement boots');
   t.equal(old.status, 'ready');
-  t.same(events.of('worker:recycle'), [{ workerId: 2, pid: 102, reason: 'rss' }]);
+  t.same(events.of('worker:recycle'), [], 'announced once the old worker is taken out, not while it still serves');
   t.equal(await recycles('rss'), 1);
   await clock.advanceAsync(30_000);
   t.same(old.worker.sentOf('shutdown'), [], 'nothing happens to the old worker before the replacement is ready');
@@ -131,6 +131,26 @@ t.test('recycle forks the replacement first; the old worker serves until it is r
   await settle();
   t.equal(old.retiring, 'rss');
   t.same(old.worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'rss' }]);
+  old.acked = true;
+  old.worker.exit(0);
+  await done;
+});
+
+t.test('as clusterkit orders them: worker:draining, then worker:recycle, when the old worker leaves rotation', async (t) => {
+  const { events, retirement, replacements } = setup();
+  const old = fakeRecord(2);
+  const done = retirement.recycle(old, 'maxAge');
+  t.same(events.names(), [], 'nothing is announced while the replacement boots and the old worker serves');
+  replacements[0]!.settleReady(true);
+  await settle();
+  t.same(
+    events.emitted.filter((event) => event.event === 'worker:draining' || event.event === 'worker:recycle'),
+    [
+      { event: 'worker:draining', payload: { workerId: 2, pid: 102, reason: 'maxAge' } },
+      { event: 'worker:recycle', payload: { workerId: 2, pid: 102, reason: 'maxAge' } },
+    ],
+  );
+  t.same(old.worker.sentOf('shutdown').length, 1, 'the drain is under way when worker:recycle fires');
   old.acked = true;
   old.worker.exit(0);
   await done;
