@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { ShutdownSection } from './shutdown-section.js';
 
 const Ms = (defaultMs: number, description: string) =>
   Type.Integer({ minimum: 0, default: defaultMs, description });
@@ -113,16 +114,7 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
-    shutdown: Type.Object(
-      {
-        timeoutMs: Ms(12_000, 'Graceful shutdown budget before escalation'),
-        ackTimeoutMs: Ms(3_000, 'Wait for a worker to acknowledge shutdown'),
-        sigtermDelayMs: Ms(2_000, 'Delay between SIGTERM and SIGINT when escalating'),
-        sigintDelayMs: Ms(1_000, 'Delay between SIGINT and SIGKILL when escalating'),
-        drainTimeoutMs: Ms(10_000, 'Longest a draining worker waits for its connections to finish'),
-      },
-      { additionalProperties: false, default: {} },
-    ),
+    shutdown: ShutdownSection,
     health: Type.Object(
       {
         heartbeatMs: Ms(5_000, 'Worker health report interval (0 = off)'),

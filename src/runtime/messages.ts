@@ -23,7 +23,8 @@ export type WorkerToPrimary =
 export type PrimaryToWorker =
   | ({ fp: 'boot' } & WorkerBoot)
   | { fp: 'conn'; secure: boolean; id: number }
-  | { fp: 'shutdown'; reason: string }
+  /** `type`: `<shutdown.messagePrefix>:shutdown`, for application code in the worker listening on `process`. */
+  | { fp: 'shutdown'; reason: string; type?: string }
   | { fp: 'fleet'; ready: boolean }
   | RpcCall
   | RpcReply;

@@ -45,7 +45,7 @@ const FROM_PRIMARY: Readonly<Record<string, TSchema>> = {
   ...shared,
   boot: Type.Object({ fp: Type.Literal('boot'), config: Type.Object({}, open), manager: Type.Object({}, open) }, open),
   conn: Type.Object({ fp: Type.Literal('conn'), secure: Type.Boolean(), id: Sequence }, open),
-  shutdown: Type.Object({ fp: Type.Literal('shutdown'), reason: Type.String({ maxLength: 1_024 }) }, open),
+  shutdown: Type.Object({ fp: Type.Literal('shutdown'), reason: Type.String({ maxLength: 1_024 }), type: Type.Optional(Type.String({ maxLength: 64 })) }, open),
   fleet: Type.Object({ fp: Type.Literal('fleet'), ready: Type.Boolean() }, open),
 };
 

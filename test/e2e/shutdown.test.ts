@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ServerProcess, isAlive, request, steadyLoad } from '../helpers/server-process.js';
+import { FAST, ServerProcess, isAlive, request, steadyLoad } from '../helpers/server-process.js';
 import { until } from '../helpers/wait.js';
 
 t.test('graceful shutdown lets an in-flight slow request finish, then exits 0 with no worker left', async (t) => {
@@ -16,6 +16,19 @@ t.test('graceful shutdown lets an in-flight slow request finish, then exits 0 wi
   t.equal(await server.exit(), 0);
   t.ok(server.events.some((event) => event.event === 'shutdown:complete'));
   for (const event of ready) t.notOk(isAlive(event.pid as number), `worker ${event.pid} is gone`);
+});
+
+t.test("shutdown.messagePrefix: each worker's shutdown notice carries type <prefix>:shutdown, as clusterkit's does", async (t) => {
+  const server = await ServerProcess.start({ workers: 2, shutdown: { ...FAST.shutdown, messagePrefix: '__wm' } });
+  t.teardown(() => server.stop());
+  await server.readyWorkers(2);
+  server.signal('SIGTERM');
+  t.equal(await server.exit(), 0);
+  const notices = server.events.filter((event) => event.event === 'fixture:shutdown-notice').map((event) => [event.worker, event.type]);
+  t.same(notices.sort(), [
+    [1, '__wm:shutdown'],
+    [2, '__wm:shutdown'],
+  ]);
 });
 
 t.test('new connections during shutdown get the fallback', async (t) => {

@@ -90,7 +90,7 @@ t.test('RSS recycling: the replacement is ready before the bloated worker is ret
 
 t.test('wedged worker: silent heartbeat → recycled, and its stop escalates to SIGKILL', async (t) => {
   const server = await ServerProcess.start(
-    { workers: 1, health: { heartbeatMs: 100, wedgedTimeoutMs: 600 }, shutdown: { timeoutMs: 500, ackTimeoutMs: 300, sigtermDelayMs: 200, sigintDelayMs: 200, drainTimeoutMs: 500 } },
+    { workers: 1, health: { heartbeatMs: 100, wedgedTimeoutMs: 600 }, shutdown: { timeoutMs: 1_000, ackTimeoutMs: 300, sigtermDelayMs: 200, sigintDelayMs: 200, drainTimeoutMs: 500 } },
     { behaviour: 'wedge:1' },
   );
   t.teardown(() => server.stop());
@@ -114,7 +114,7 @@ t.test('event-loop lag recycling after consecutive laggy beats', async (t) => {
 
 t.test('shutdown: a worker ignoring SIGTERM and SIGINT is escalated to SIGKILL, the primary exits 0', async (t) => {
   // The polite worker must stop within the budget on a busy machine too; the stubborn one exceeds any budget.
-  const server = await ServerProcess.start({ workers: 2, shutdown: { timeoutMs: scaled(600), ackTimeoutMs: scaled(500), sigtermDelayMs: 200, sigintDelayMs: 200, drainTimeoutMs: scaled(300) } }, { behaviour: 'stubborn:1' });
+  const server = await ServerProcess.start({ workers: 2, shutdown: { timeoutMs: scaled(1_000), ackTimeoutMs: scaled(500), sigtermDelayMs: 200, sigintDelayMs: 200, drainTimeoutMs: scaled(300) } }, { behaviour: 'stubborn:1' });
   t.teardown(() => server.stop());
   const ready = await server.readyWorkers(2);
   server.signal('SIGTERM');

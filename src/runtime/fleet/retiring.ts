@@ -11,7 +11,7 @@ export interface RetirementDeps {
   log: Logger;
   events: FleetEvents;
   metrics: Pick<PrimaryMetrics, 'recycles'>;
-  shutdown: Pick<ResolvedConfig['shutdown'], 'ackTimeoutMs' | 'timeoutMs' | 'sigtermDelayMs' | 'sigintDelayMs'>;
+  shutdown: Pick<ResolvedConfig['shutdown'], 'ackTimeoutMs' | 'timeoutMs' | 'sigtermDelayMs' | 'sigintDelayMs' | 'messagePrefix'>;
   /** The whole fleet is shutting down: no replacement is forked any more. */
   isStopping(): boolean;
   /** Forks a worker for the slot (throws when the fork fails). */
@@ -73,7 +73,8 @@ export class Retirement {
     setStatus(record, 'draining', this.deps.events);
     this.deps.onLeftRotation();
     this.deps.events.emitSafe('worker:draining', { workerId: record.slot, pid: record.pid, reason });
-    sendTo(record, { fp: 'shutdown', reason: told }, this.deps.log);
+    // `fp` marks it for the worker runtime; `type` is clusterkit's spelling, for worker code that watches for it.
+    sendTo(record, { fp: 'shutdown', reason: told, type: `${this.deps.shutdown.messagePrefix}:shutdown` }, this.deps.log);
   }
 
   /** Waits for the ACK, gives the worker the shutdown budget, then escalates until it has exited. */

@@ -167,7 +167,7 @@ t.test('a heartbeat over maxRssMb recycles the worker, replacement first', async
   port.workers[1]!.say({ fp: 'ready' });
   await settle();
   t.ok(seen.includes('worker:recycle'));
-  t.same(old!.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'rss' }]);
+  t.same(old!.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'rss', type: 'fleetplane:shutdown' }]);
   t.same(fleet.fleetHealth().workers.map(({ pid, retiring }) => [pid, retiring]), [[1_000, 'rss'], [1_001, null]]);
 });
 
@@ -178,7 +178,7 @@ t.test('stop tells every worker not ready and retires them all, restarting none'
   const stopped = fleet.stop();
   for (const worker of port.workers) {
     t.same(worker.sentOf('fleet'), [{ fp: 'fleet', ready: false }]);
-    t.same(worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'shutdown' }]);
+    t.same(worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'shutdown', type: 'fleetplane:shutdown' }]);
     worker.say({ fp: 'ack' });
     worker.exit(0);
   }

@@ -5,9 +5,9 @@ import { FakeClock, settle } from '../../helpers/fake-clock.js';
 import { fakeRecord, type FakeRecord } from '../../helpers/fake-workers.js';
 import { RecordedEvents, silentLog } from '../../helpers/fleet-fakes.js';
 
-const SHUTDOWN = { ackTimeoutMs: 1_000, timeoutMs: 5_000, sigtermDelayMs: 2_000, sigintDelayMs: 3_000 };
+const SHUTDOWN = { ackTimeoutMs: 1_000, timeoutMs: 5_000, sigtermDelayMs: 2_000, sigintDelayMs: 3_000, messagePrefix: 'fleetplane' };
 
-function setup() {
+function setup(shutdown: Partial<typeof SHUTDOWN> = {}) {
   const clock = new FakeClock();
   const events = new RecordedEvents();
   const metrics = new PrimaryMetrics();
@@ -20,7 +20,7 @@ function setup() {
     log: silentLog,
     events,
     metrics,
-    shutdown: SHUTDOWN,
+    shutdown: { ...SHUTDOWN, ...shutdown },
     isStopping: () => stopping,
     forkReplacement: (slot) => {
       if (forkFails) throw new Error('spawn EAGAIN');
@@ -62,7 +62,7 @@ t.test('retire takes the worker out of rotation, asks it to shut down, and waits
   t.equal(record.retiring, 'maxAge');
   t.equal(record.status, 'draining');
   t.equal(leftRotation(), 1);
-  t.same(record.worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'maxAge' }]);
+  t.same(record.worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'maxAge', type: 'fleetplane:shutdown' }]);
   t.same(events.of('worker:draining'), [{ workerId: 1, pid: 101, reason: 'maxAge' }]);
   await clock.advanceAsync(100);
   record.acked = true;
@@ -70,6 +70,16 @@ t.test('retire takes the worker out of rotation, asks it to shut down, and waits
   record.worker.exit(0);
   await done;
   t.same(signals, [], 'a worker that finishes within the shutdown budget gets no signal');
+});
+
+t.test("the shutdown notice carries type <shutdown.messagePrefix>:shutdown, clusterkit's spelling, beside fp", async (t) => {
+  const { retirement } = setup({ messagePrefix: '__wm' });
+  const record = fakeRecord(1);
+  const done = retirement.retire(record, 'shutdown', 'SIGTERM');
+  t.same(record.worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'SIGTERM', type: '__wm:shutdown' }]);
+  record.acked = true;
+  record.worker.exit(0);
+  await done;
 });
 
 t.test('an acknowledged worker that does not exit gets SIGTERM after the budget, then SIGINT, then SIGKILL', async (t) => {
@@ -130,7 +140,7 @@ t.test('recycle forks the replacement first; the old worker serves until it is r
   replacements[0]!.settleReady(true);
   await settle();
   t.equal(old.retiring, 'rss');
-  t.same(old.worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'rss' }]);
+  t.same(old.worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'rss', type: 'fleetplane:shutdown' }]);
   old.acked = true;
   old.worker.exit(0);
   await done;
@@ -205,7 +215,7 @@ t.test('a wedged worker leaves rotation at once and is retired even without a re
   t.equal(wedged.retiring, 'wedged', 'out of rotation before the replacement is forked');
   replacements[0]!.worker.exit(1);
   await settle();
-  t.same(wedged.worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'wedged' }]);
+  t.same(wedged.worker.sentOf('shutdown'), [{ fp: 'shutdown', reason: 'wedged', type: 'fleetplane:shutdown' }]);
   wedged.worker.exit(null, 'SIGKILL');
   await done;
 });
