@@ -1,7 +1,8 @@
 import type { HandlerRegistry } from '../ipc/handlers.js';
 import { IpcError, flagOf } from '../ipc/envelope.js';
 import type { ServerState } from './state.js';
-import { StorageError, type ClusterStorage, type JsonValue } from '../storage/index.js';
+import type { ClusterStorage } from '../storage/index.js';
+import { registerStorageEnvelopes } from '../storage/envelopes.js';
 
 interface BuiltinDeps {
   readonly id: string;
@@ -54,22 +55,5 @@ export function registerBuiltins(handlers: HandlerRegistry, deps: BuiltinDeps): 
   handlers.handle('reboot', (_data, envelope) => deps.state.reboot(envelope.confirm));
   handlers.handle('shutdown', (_data, envelope) => deps.state.shutdown(envelope.confirm));
 
-  // Storage over envelopes, answered from this process's replica (or the authority in the primary).
-  const storageCall = async <T>(run: () => Promise<T>): Promise<T> => {
-    try {
-      return await run();
-    } catch (error) {
-      if (error instanceof StorageError) throw new IpcError('bad_request', error.message, 'data');
-      throw error;
-    }
-  };
-  const keyOf = (data: unknown): string => {
-    const key = (data as { key?: unknown })?.key;
-    if (typeof key !== 'string') throw new IpcError('bad_request', 'data.key must be a string', 'data.key');
-    return key;
-  };
-  handlers.handle('storage.get', async (data) => ({ key: keyOf(data), value: (await deps.storage.get(keyOf(data))) ?? null }));
-  handlers.handle('storage.set', (data) => storageCall(async () => ({ revision: await deps.storage.set(keyOf(data), (data as { value: JsonValue }).value) })));
-  handlers.handle('storage.delete', (data) => storageCall(async () => ({ deleted: await deps.storage.delete(keyOf(data)) })));
-  handlers.handle('storage.keys', async () => ({ keys: await deps.storage.keys() }));
+  registerStorageEnvelopes((method, handler) => handlers.handle(method, handler), deps.storage);
 }
