@@ -17,10 +17,13 @@ export interface StoreCacheOptions {
  * A per-process cache of documents read from some collections of the store. Workers are separate processes
  * sharing the store, so invalidation cannot be a message from whoever wrote. Instead every write attempt bumps a
  * per-collection counter, in the same transaction when it commits and once more when it fails
- * (`Store.changeToken`, the store contract), and the cache re-reads the counters at
- * most every `revalidateMs`: one indexed read per interval whatever the request rate, for SQLite and MongoDB
- * alike (`PRAGMA data_version` changes on every commit to any table, and MongoDB has no equivalent). Writes
- * through this process's store clear the cache at once, and nothing is kept longer than `maxAgeMs`.
+ * (`Store.changeToken`, the store contract), and the cache compares the counters at most every `revalidateMs`
+ * while it serves. On the embedded store that is one indexed read of the local file per interval, whatever the
+ * request rate (`PRAGMA data_version` changes on every commit to any table). A networked store with a change
+ * feed (PostgreSQL `LISTEN/NOTIFY`, MongoDB change streams) answers the comparison from memory and reports other
+ * hosts' writes through `onChange` as they commit, so the cache drops its entries at once and makes no query of
+ * its own; while the feed is down the store reads the counters again, and the cache polls them as on any store.
+ * Writes through this process's store clear the cache at once, and nothing is kept longer than `maxAgeMs`.
  */
 export class StoreCache {
   private readonly entries = new Map<string, unknown>();

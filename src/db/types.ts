@@ -75,10 +75,17 @@ export interface Store {
   forOrganization(organizationId: string): OrganizationScope;
   /**
    * An opaque token that changes whenever any of the named collections is written, by this process or any
-   * other one sharing the store. Caches compare it to decide whether to drop their entries.
+   * other one sharing the store. Caches compare it to decide whether to drop their entries. A networked store
+   * answers it from its change feed without a query while the feed is live (another process's write shows once
+   * its notification arrives, a moment after that write's commit; this process's own at once), and reads its
+   * counters otherwise.
    */
   changeToken(collections: readonly string[]): Promise<string>;
-  /** Writes made through this store instance, reported at once (other processes are seen via `changeToken`). */
+  /**
+   * Writes made through this store instance, reported at once; on a store with a live change feed (PostgreSQL
+   * `LISTEN/NOTIFY`, MongoDB change streams) also other processes' and hosts' writes, as they commit. What a
+   * listener does not hear of, `changeToken` still shows.
+   */
   onChange(listener: ChangeListener): () => void;
   close(): Promise<void>;
 }

@@ -104,7 +104,9 @@ if (unavailable) {
     const stored = await server!.query("SELECT collection FROM fleetplane_documents WHERE collection IN ('organizations', 'keys', 'things') ORDER BY collection", [], 'served');
     t.same(stored.rows.map((row) => row.collection), ['keys', 'organizations', 'things']);
     const connections = await server!.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = 'served'", [], 'postgres');
-    t.ok(connections.rows[0].n <= 3 * 4, `within 3 processes × postgres.maxPoolSize 4 (${connections.rows[0].n})`);
+    const listening = await server!.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = 'served' AND application_name = 'fleetplane-changes'", [], 'postgres');
+    t.ok(connections.rows[0].n <= 3 * (4 + 1), `within 3 processes × (postgres.maxPoolSize 4 + the change feed's connection) (${connections.rows[0].n})`);
+    t.ok(listening.rows[0].n <= 3, `at most one listening connection per process (${listening.rows[0].n})`);
     const exited = once(child, 'exit');
     child.kill('SIGTERM');
     t.equal((await exited)[0], 0, 'a clean stop');

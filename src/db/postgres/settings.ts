@@ -1,4 +1,4 @@
-import type { PoolConfig } from 'pg';
+import type { ClientConfig, PoolConfig } from 'pg';
 import { StoreError } from '../errors.js';
 
 /**
@@ -73,4 +73,17 @@ export function poolOptions(settings: PostgresSettings): PoolConfig {
     idle_in_transaction_session_timeout: Math.max(10_000, 2 * settings.operationTimeoutMs),
     query_timeout: settings.operationTimeoutMs + 3_000,
   };
+}
+
+/**
+ * TCP keepalive of the listening connection: idle this long, then probes a second apart, ten of them (libuv's
+ * fixed interval and count). A connection cut without a reset (a partition, a host gone) is noticed within about
+ * 12 s without a query; then the caches read the counters again.
+ */
+export const LISTENER_KEEPALIVE_MS = 2_000;
+
+/** The change feed's own connection (change-feed.ts): the pool's limits, no pool, and a short keepalive. */
+export function listenerOptions(settings: PostgresSettings): ClientConfig {
+  const { max: _max, idleTimeoutMillis: _idle, ...client } = poolOptions(settings);
+  return { ...client, application_name: 'fleetplane-changes', keepAliveInitialDelayMillis: LISTENER_KEEPALIVE_MS };
 }

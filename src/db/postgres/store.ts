@@ -3,23 +3,32 @@ import { StoreError } from '../errors.js';
 import { ChangeListeners } from '../change-listeners.js';
 import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, IndexSpec, OrganizationScope, Store } from '../types.js';
+import { counterToken } from '../change-feed.js';
+import { CHANNEL_SQL, PostgresChangeFeed } from './change-feed.js';
 import { PostgresCollection, type PostgresBackend, type Queryable } from './collection.js';
 import { connectError, isUnreachable, toStoreError } from './errors.js';
 import { assertSupportedServer, ensureSchema } from './schema.js';
-import { assertConnectionString, DEFAULT_POSTGRES_SETTINGS, describeConnection, poolOptions, type PostgresSettings } from './settings.js';
+import { assertConnectionString, DEFAULT_POSTGRES_SETTINGS, describeConnection, listenerOptions, poolOptions, type PostgresSettings } from './settings.js';
 
 /** Reads may use an index definition this much later than another process created it (writes never do). */
 const INDEX_DEFINITIONS_TTL_MS = 1_000;
+/** A notification's payload holds at most 8000 bytes; a longer collection name is notified as `*` (change-feed.ts). */
+const MAX_NOTIFIED_NAME_BYTES = 1_000;
 
 /**
  * Takes the collection's write lock and counts the write in one statement: the upsert locks the collection's
  * counter row until the transaction ends, so a second writer of the collection — in this process or on another
  * host — waits here (at most `lock_timeout`, then 503 store_busy) and, READ COMMITTED taking a new snapshot per
  * statement, reads what the first one committed. A row lock rather than `pg_advisory_xact_lock`: the same
- * round trip bumps the counter caches compare, and the counter commits with the data or not at all.
+ * round trip bumps the counter caches compare, and the counter commits with the data or not at all. The same
+ * statement notifies the change feeds of every process (change-feed.ts) with the counter's new value: PostgreSQL
+ * delivers a notification only when its transaction commits, so a rolled-back write is never announced.
  */
-const LOCK_AND_COUNT =
-  'INSERT INTO fleetplane_collection_versions (collection, version) VALUES ($1, 1) ON CONFLICT (collection) DO UPDATE SET version = fleetplane_collection_versions.version + 1';
+const LOCK_AND_COUNT = `WITH counted AS (
+  INSERT INTO fleetplane_collection_versions (collection, version) VALUES ($1, 1)
+  ON CONFLICT (collection) DO UPDATE SET version = fleetplane_collection_versions.version + 1 RETURNING version
+)
+SELECT version::text AS version, pg_notify(${CHANNEL_SQL}, CASE WHEN octet_length($1::text) <= ${MAX_NOTIFIED_NAME_BYTES} THEN version::text || ' ' || $1::text ELSE '*' END) FROM counted`;
 /** The same lock without counting (index creation, which every process runs at start). */
 const LOCK_ONLY =
   'INSERT INTO fleetplane_collection_versions (collection, version) VALUES ($1, 0) ON CONFLICT (collection) DO UPDATE SET version = fleetplane_collection_versions.version';
@@ -37,12 +46,25 @@ export class PostgresStore implements Store, PostgresBackend {
   private readonly collections = new Map<string, PostgresCollection<Document>>();
   private readonly indexCache = new Map<string, { specs: IndexSpec[]; loadedAt: number }>();
   private readonly listeners = new ChangeListeners();
+  /** Absent when the store was opened without one: every change token is then read from the counters. */
+  readonly feed: PostgresChangeFeed | undefined;
   private closed = false;
 
-  private constructor(readonly pool: pg.Pool) {}
+  private constructor(
+    readonly pool: pg.Pool,
+    settings: PostgresSettings,
+    changeFeed: boolean,
+  ) {
+    this.feed = changeFeed
+      ? new PostgresChangeFeed({ client: () => new pg.Client(listenerOptions(settings)), changed: (collection) => this.listeners.notify(collection) })
+      : undefined;
+  }
 
-  /** Connects, checks the server's version and creates the tables when missing (see schema.ts). */
-  static async connect(settings: Pick<PostgresSettings, 'url'> & Partial<PostgresSettings>): Promise<PostgresStore> {
+  /**
+   * Connects, checks the server's version and creates the tables when missing (see schema.ts). `changeFeed:
+   * false` leaves caches polling the counters (a benchmark's baseline; a pooler that cannot LISTEN).
+   */
+  static async connect(settings: Pick<PostgresSettings, 'url'> & Partial<PostgresSettings>, options: { changeFeed?: boolean } = {}): Promise<PostgresStore> {
     const resolved: PostgresSettings = { ...DEFAULT_POSTGRES_SETTINGS, ...settings };
     assertConnectionString(resolved.url);
     const where = describeConnection(resolved.url);
@@ -68,7 +90,7 @@ export class PostgresStore implements Store, PostgresBackend {
       await pool.end().catch(() => undefined);
       throw connectError(where, error);
     }
-    return new PostgresStore(pool);
+    return new PostgresStore(pool, resolved, options.changeFeed ?? true);
   }
 
   collection<T extends Document = Document>(name: string): Collection<T> {
@@ -84,17 +106,24 @@ export class PostgresStore implements Store, PostgresBackend {
     return new OrganizationScopeHandle(this, organizationId);
   }
 
+  /** Without a query while the change feed is live; read from the counters otherwise (and then remembered). */
   async changeToken(collections: readonly string[]): Promise<string> {
+    this.feed?.start();
+    const heard = this.feed?.counters.token(collections);
+    if (heard !== undefined) return heard;
     const { rows } = await this.read('fleetplane_collection_versions', (db) =>
-      db.query<{ collection: string; version: string }>(
-        'SELECT collection, version FROM fleetplane_collection_versions WHERE collection = ANY($1::text[]) ORDER BY collection COLLATE "C"',
-        [[...collections]],
-      ),
+      db.query<{ collection: string; version: string }>('SELECT collection, version::text AS version FROM fleetplane_collection_versions WHERE collection = ANY($1::text[])', [
+        [...collections],
+      ]),
     );
-    return rows.map((row) => `${row.collection}:${row.version}`).join(',');
+    const versions = new Map(rows.map((row) => [row.collection, Number(row.version)]));
+    this.feed?.counters.learn(collections, versions);
+    return counterToken(collections, (collection) => versions.get(collection) ?? 0);
   }
 
+  /** Writes through this instance at once; other processes' and hosts' as they commit, through the change feed. */
   onChange(listener: ChangeListener): () => void {
+    this.feed?.start();
     return this.listeners.add(listener);
   }
 
@@ -134,8 +163,9 @@ export class PostgresStore implements Store, PostgresBackend {
   async write<T>(collection: string, counts: boolean, operation: (db: Queryable) => Promise<T>): Promise<T> {
     this.assertOpen();
     let result: T;
+    let version: number | undefined;
     try {
-      result = await this.inTransaction(collection, counts, operation);
+      ({ result, version } = await this.inTransaction(collection, counts, operation));
     } catch (error) {
       const failure = toStoreError(collection, error);
       // A write refused for the lock changed nothing, and its bump would wait for the same lock: the caller
@@ -144,11 +174,17 @@ export class PostgresStore implements Store, PostgresBackend {
       if (!(failure instanceof StoreError && failure.code === 'store_busy')) await bumped;
       throw failure;
     }
-    if (counts) this.listeners.notify(collection);
+    if (counts) this.counted(collection, version);
     return result;
   }
 
-  private async inTransaction<T>(collection: string, counts: boolean, operation: (db: Queryable) => Promise<T>): Promise<T> {
+  /** A committed bump of `collection`'s counter to `version`: this process's caches hear of it at once. */
+  private counted(collection: string, version: number | undefined): void {
+    this.feed?.counters.wrote(collection, version);
+    this.listeners.notify(collection);
+  }
+
+  private async inTransaction<T>(collection: string, counts: boolean, operation: (db: Queryable) => Promise<T>): Promise<{ result: T; version?: number }> {
     const client = await this.pool.connect();
     // A connection that fails while checked out reports here too (the failed query rejects as well).
     const ignore = () => undefined;
@@ -156,10 +192,10 @@ export class PostgresStore implements Store, PostgresBackend {
     let broken = false;
     try {
       await client.query('BEGIN');
-      await client.query(counts ? LOCK_AND_COUNT : LOCK_ONLY, [collection]);
+      const locked = await client.query<{ version?: string }>(counts ? LOCK_AND_COUNT : LOCK_ONLY, [collection]);
       const result = await operation(client);
       await client.query('COMMIT');
-      return result;
+      return { result, version: counts ? Number(locked.rows[0]!.version) : undefined };
     } catch (error) {
       broken = isUnreachable(error) || !(await client.query('ROLLBACK').then(() => true, () => false));
       throw error;
@@ -174,8 +210,8 @@ export class PostgresStore implements Store, PostgresBackend {
   private async bumpAfterFailure(collection: string): Promise<void> {
     if (this.closed) return;
     try {
-      await this.pool.query(LOCK_AND_COUNT, [collection]);
-      this.listeners.notify(collection);
+      const { rows } = await this.pool.query<{ version: string }>(LOCK_AND_COUNT, [collection]);
+      this.counted(collection, Number(rows[0]!.version));
     } catch {
       // The store is most likely down; caches fall back on their maximum age. The caller hears the write's error.
     }
@@ -184,6 +220,7 @@ export class PostgresStore implements Store, PostgresBackend {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.feed?.close();
     await this.pool.end();
   }
 
