@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MongoClient, type ClientSession, type Db, type Document as DriverDocument } from 'mongodb';
 import { StoreError, StoreUnavailableError } from '../errors.js';
+import { counterToken } from '../change-feed.js';
 import { ChangeListeners } from '../change-listeners.js';
 import { OrganizationScopeHandle } from '../scoped.js';
 import type { ChangeListener, Collection, Document, OrganizationScope, Store } from '../types.js';
+import { MongoChangeFeed } from './change-feed.js';
 import { MongoCollection } from './collection.js';
 import { redactCredentials, toStoreError } from './errors.js';
 import { assertSupportedServer, clientOptions, databaseName, DEFAULT_MONGO_SETTINGS, type MongoSettings } from './settings.js';
@@ -34,11 +36,18 @@ export class MongoStore implements Store {
   private readonly collections = new Map<string, MongoCollection<Document>>();
   private readonly listeners = new ChangeListeners();
   private readonly counters = new Set<string>();
+  /** Change streams on the counters (change-feed.ts), when connected to a server; absent otherwise. */
+  private readonly feed: MongoChangeFeed | undefined;
 
   constructor(
     private readonly connection: MongoConnection,
     private readonly settings: Pick<MongoSettings, 'operationTimeoutMs'> = DEFAULT_MONGO_SETTINGS,
-  ) {}
+    options: { changeFeed?: { maxAwaitTimeMs: number } } = {},
+  ) {
+    this.feed = options.changeFeed
+      ? new MongoChangeFeed(() => this.versions(), (collection) => this.listeners.notify(collection), options.changeFeed.maxAwaitTimeMs)
+      : undefined;
+  }
 
   /** Connects, then checks the server's version and topology (see `assertSupportedServer`). */
   static async connect(settings: Pick<MongoSettings, 'url' | 'database'> & Partial<MongoSettings>): Promise<MongoStore> {
@@ -60,7 +69,9 @@ export class MongoStore implements Store {
       await client.close().catch(() => undefined);
       throw toStoreError(db.databaseName, error);
     }
-    return new MongoStore({ db, startSession: () => client.startSession(), close: () => client.close() }, resolved);
+    return new MongoStore({ db, startSession: () => client.startSession(), close: () => client.close() }, resolved, {
+      changeFeed: { maxAwaitTimeMs: Math.min(5_000, Math.floor(resolved.socketTimeoutMs / 2)) },
+    });
   }
 
   collection<T extends Document = Document>(name: string): Collection<T> {
@@ -76,20 +87,30 @@ export class MongoStore implements Store {
     return new OrganizationScopeHandle(this, organizationId);
   }
 
+  /** Without a query while the change stream is open; read from the counters otherwise (and then remembered). */
   async changeToken(collections: readonly string[]): Promise<string> {
+    this.feed?.start();
+    const heard = this.feed?.counters.token(collections);
+    if (heard !== undefined) return heard;
+    let rows: Counter[];
     try {
-      const rows = await this.versions().find({ _id: { $in: [...collections] } }, { sort: { _id: 1 }, maxTimeMS: this.settings.operationTimeoutMs }).toArray();
-      return rows.map((row) => `${row._id}:${row.version}`).join(',');
+      rows = await this.versions().find({ _id: { $in: [...collections] } }, { sort: { _id: 1 }, maxTimeMS: this.settings.operationTimeoutMs }).toArray();
     } catch (error) {
       throw toStoreError(VERSIONS_COLLECTION, error);
     }
+    const versions = new Map(rows.map((row) => [row._id, row.version]));
+    this.feed?.counters.learn(collections, versions);
+    return counterToken(collections, (collection) => versions.get(collection) ?? 0);
   }
 
+  /** Writes through this instance at once; other processes' and hosts' as they commit, through the change stream. */
   onChange(listener: ChangeListener): () => void {
+    this.feed?.start();
     return this.listeners.add(listener);
   }
 
   async close(): Promise<void> {
+    await this.feed?.close();
     await this.connection.close();
   }
 
@@ -101,7 +122,7 @@ export class MongoStore implements Store {
     try {
       await this.ensureCounter(collection);
       const result = await this.inTransaction(collection, operation);
-      this.listeners.notify(collection);
+      this.counted(collection);
       return result;
     } catch (error) {
       await this.bumpAfterFailure(collection);
@@ -157,12 +178,18 @@ export class MongoStore implements Store {
   private async bumpAfterFailure(collection: string): Promise<void> {
     try {
       await this.versions().updateOne({ _id: collection }, { $inc: { version: 1 } }, { upsert: true });
-      this.listeners.notify(collection);
+      this.counted(collection);
     } catch {
       // The store is most likely down; caches fall back on their maximum age. The caller hears the write's error.
     }
   }
 
+
+  /** A committed bump: this process's caches hear of it at once; the counter's new value is read when next asked. */
+  private counted(collection: string): void {
+    this.feed?.counters.wrote(collection);
+    this.listeners.notify(collection);
+  }
 
   private versions() {
     return this.connection.db.collection<Counter>(VERSIONS_COLLECTION);
