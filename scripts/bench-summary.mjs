@@ -95,6 +95,16 @@ const ROWS = [
     measured: (d) => `p50 ${x(d.ratios['sequential: storage p50 / relay p50'])} relay`,
   },
   {
+    file: 'store-invalidation',
+    what: "`store-invalidation`: a write on one PostgreSQL host until another host's cache drops the entry; an idle host's freshness statements",
+    baseline: 'counter polling every 250 ms (the fallback), same run',
+    measured: (d) => {
+      const { feed, polling } = d.latencyMs;
+      const idle = d.idleQueriesPerSecond;
+      return `p50 ${feed.p50.toFixed(1)} ms / p99 ${feed.p99.toFixed(1)} ms with LISTEN/NOTIFY vs ${ms(polling.p50)} / ${ms(polling.p99)} polling; idle host ${idle.feed} vs ${idle.polling} statements/s`;
+    },
+  },
+  {
     file: 'authorize',
     what: '`authorize`: `findOne` by id / by indexed field',
     baseline: 'raw better-sqlite3 prepared statement',
