@@ -163,7 +163,7 @@ export const ConfigSchema = Type.Object(
           minimum: 1,
           maximum: 100,
           default: 4,
-          description: "Connections per process (the primary and each worker): servers × (1 + workers) × maxPoolSize must stay below the PostgreSQL server's max_connections (docs/postgres.md)",
+          description: "Pooled connections per process (the primary and each worker), besides one for the change feed: servers × (1 + workers) × (maxPoolSize + 1) must stay below the PostgreSQL server's max_connections (docs/postgres.md)",
         }),
         connectTimeoutMs: Type.Integer({ minimum: 1, default: 5_000, description: 'How long opening a connection may take before the operation fails with 503 store_unavailable' }),
         operationTimeoutMs: Type.Integer({
