@@ -4,6 +4,7 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { FleetplaneConfig } from '../config/schema.js';
 import { resolveWorkerCount } from '../config/sizing.js';
 import { createLogger } from '../logging/logger.js';
+import { resolveLogFormat } from '../logging/pretty.js';
 import { serverEvents, type ServerEmitter } from '../runtime/events.js';
 import { PrimaryRuntime } from '../runtime/primary.js';
 import type { WorkerRuntime } from '../runtime/worker.js';
@@ -42,7 +43,10 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const resolved = loaded.config;
   const decision = resolveWorkerCount(resolved.workers.count, env);
   const serverId = resolveServerId(resolved.server.id, resolved.dataDir);
-  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: 0 }, destination: options.logDestination });
+  // Decided here, on this process's stdout, and handed to the workers in their config: a log destination given in
+  // code is not a terminal.
+  resolved.log.format = options.logDestination ? (resolved.log.format === 'pretty' ? 'pretty' : 'json') : resolveLogFormat(resolved.log.format);
+  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: 0 }, destination: options.logDestination, format: resolved.log.format });
   for (const warning of [...loaded.warnings, ...(decision.warning ? [decision.warning] : [])]) log.warn(warning);
   const identity: ServerIdentity = { id: serverId, workerId: 0, config: resolved, log };
 

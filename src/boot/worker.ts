@@ -22,7 +22,8 @@ export async function bootWorker(env: NodeJS.ProcessEnv, options: InitOptions): 
   const { config: resolved, manager: managerConnection } = await bootFromPrimary();
   const workerId = Number(env[INTERNAL_ENV.worker]);
   const serverId = env[INTERNAL_ENV.serverId]!;
-  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination });
+  // The primary decided the format for its terminal (its `auto` is never passed on).
+  const log = createLogger({ level: resolved.log.level, base: { server: serverId, worker: workerId }, destination: options.logDestination, format: resolved.log.format === 'pretty' ? 'pretty' : 'json' });
   const identity: ServerIdentity = { id: serverId, workerId, config: resolved, log };
   // The same environment and key file as the primary's: the key itself never travels in the config.
   const secrets = openKeyring(resolved, env);

@@ -367,6 +367,10 @@ export const ConfigSchema = Type.Object(
           { default: 'info', description: 'pino log level' },
         ),
         requests: Type.Boolean({ default: false, description: 'Log every HTTP request and response (access log)' }),
+        format: Type.Union([Type.Literal('auto'), Type.Literal('json'), Type.Literal('pretty')], {
+          default: 'auto',
+          description: 'How log records are written: one JSON object per line (json), one readable line (pretty), or pretty when stdout is a terminal and json otherwise (auto)',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -1,4 +1,5 @@
 import { pino, type Logger, type DestinationStream } from 'pino';
+import { prettyDestination, type LogFormat } from './pretty.js';
 
 export type { Logger };
 
@@ -49,6 +50,8 @@ export interface LoggerOptions {
   name?: string;
   base?: Record<string, unknown>;
   destination?: DestinationStream;
+  /** `pretty`: one readable line per record (to `destination`, else stdout); `json` (the default): JSON lines. */
+  format?: LogFormat;
 }
 
 export function createLogger(options: LoggerOptions = {}): Logger {
@@ -71,6 +74,6 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    options.destination,
+    options.format === 'pretty' ? prettyDestination(options.destination ?? pino.destination(1)) : options.destination,
   );
 }
