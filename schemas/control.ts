@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { IpcEnvelopeSchema } from '../src/ipc/envelope.js';
-import { MissingTargetSchema, TargetReplySchema } from '../src/ipc/handlers.js';
+import { MissingTargetSchema, TargetReplySchema, UnknownWorkerSchema } from '../src/ipc/handlers.js';
 
 /** `POST /control` body: an IPC envelope, plus the key when it is not sent as a Bearer token. */
 export const ControlRequest = Type.Object(
@@ -29,6 +29,9 @@ export const ControlReply = Type.Object(
     id: Type.String({ description: 'Message id, also the trace id' }),
     replies: Type.Array(TargetReply),
     missing: Type.Array(MissingTargetSchema, { description: 'Targets that did not answer in time' }),
+    unknownWorkers: Type.Optional(
+      Type.Array(UnknownWorkerSchema, { description: 'Of the missing targets, the workers named by number that their server does not have, each with why: "no such worker: 9 (this server has workers 1, 2)"' }),
+    ),
   },
   {
     $id: 'ControlReply',

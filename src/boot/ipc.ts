@@ -65,6 +65,13 @@ function openState(deps: StateDeps, channels?: PrimaryChannels): ServerState {
   );
 }
 
+/** Every worker slot of the fleet, whether its worker is ready, starting, waiting for a restart or retiring. */
+function workerSlots(primary: PrimaryRuntime): number[] {
+  const slots = new Set(Array.from({ length: primary.workerCount }, (_, index) => index + 1));
+  for (const record of primary.workers) slots.add(record.slot);
+  return [...slots].sort((a, b) => a - b);
+}
+
 /** The primary's IPC router and organization map (SPEC 5, 5.5). */
 export function primaryIpc(
   deps: IpcDeps,
@@ -103,6 +110,7 @@ export function primaryIpc(
         .map((endpoint) => endpoint.workerId)
         .sort((a, b) => a - b),
       serves: (workerId, organizationId) => tracker.workersServing(organizationId).has(workerId),
+      existing: local ? [0] : workerSlots(primary),
     }),
     endpointOf: (workerId) => eligible().find((endpoint) => endpoint.workerId === workerId),
     answerWorkers: primary.answerWorkers,

@@ -20,8 +20,16 @@ export type TargetReply = Static<typeof TargetReplySchema>;
 /** A target that did not answer in time (or went away first). */
 export const MissingTargetSchema = Type.Object({ server: Type.String(), worker: Type.Optional(Type.Integer({ minimum: 0 })) });
 
-/** What an envelope gathered: one reply per target that answered, and the targets missing. */
-export const RequestResultSchema = Type.Object({ id: Type.String(), replies: Type.Array(TargetReplySchema), missing: Type.Array(MissingTargetSchema) });
+/** A worker named by number that its server does not have (it is also missing): the reason, in words. */
+export const UnknownWorkerSchema = Type.Object({ server: Type.String(), worker: Type.Integer({ minimum: 0 }), message: Type.String() });
+
+/** What an envelope gathered: one reply per target that answered, the targets missing, and which of those do not exist. */
+export const RequestResultSchema = Type.Object({
+  id: Type.String(),
+  replies: Type.Array(TargetReplySchema),
+  missing: Type.Array(MissingTargetSchema),
+  unknownWorkers: Type.Optional(Type.Array(UnknownWorkerSchema)),
+});
 export type RequestResult = Static<typeof RequestResultSchema>;
 
 /**

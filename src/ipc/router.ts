@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logging/logger.js';
 import type { WorkerEndpoint } from '../runtime/channels.js';
 import { IpcError, parseEnvelope, type DeliveredEnvelope, type EnvelopeMeta, type IpcEnvelope } from './envelope.js';
-import { resolveTargets, type TargetPlan, type TargetView } from './targets.js';
+import { noSuchWorker, resolveTargets, type TargetPlan, type TargetView } from './targets.js';
 import type { HandlerRegistry, RequestResult, TargetReply } from './handlers.js';
 import { DELIVER, ROUTE_REQUEST, ROUTE_SEND } from './messages.js';
 
@@ -83,6 +83,8 @@ export class IpcRouter {
     }
     // A target that cannot answer is missing, not silently dropped: the caller asked for it by number.
     for (const workerId of plan.absent ?? []) result.missing.push({ server: this.deps.serverId, worker: workerId });
+    // One it does not have at all is said so, with the ones it has: waiting longer would not help.
+    if (plan.unknown) result.unknownWorkers = plan.unknown.map((worker) => ({ server: this.deps.serverId, worker, message: noSuchWorker(worker, view) }));
     if (peers) {
       const remote = await peers;
       result.replies.push(...remote.replies);

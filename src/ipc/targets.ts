@@ -10,6 +10,8 @@ export interface TargetView {
   serves(workerId: number, organizationId: string): boolean;
   /** Single-process mode: the primary is also worker 0. */
   singleProcess?: boolean;
+  /** Every worker this server has, taking envelopes or not (starting, restarting, retiring); default `workers`. */
+  existing?: readonly number[];
 }
 
 /** Where an envelope goes: processes of this server, and whether (and to whom) it is forwarded to peers. */
@@ -19,6 +21,8 @@ export interface TargetPlan {
   forward: { servers?: string[]; clusters?: string[]; all?: boolean; organization_id?: string } | undefined;
   /** Workers named explicitly that this server does not have (or that take no envelopes now): reported missing. */
   absent?: number[];
+  /** Of `absent`, those this server does not have at all (not one starting or restarting): no such worker. */
+  unknown?: number[];
 }
 
 const TARGET_FIELDS = ['server', 'cluster', 'worker', 'master', 'broadcast', 'organization_id'] as const;
@@ -67,5 +71,20 @@ export function resolveTargets(envelope: IpcEnvelope, view: TargetView, fromPeer
   const master = Boolean(envelope.master) || (!namesInside && (servers !== undefined || clusters !== undefined));
   // One process is both primary and worker 0: it is one target, delivered once.
   if (view.singleProcess && master) workers = workers.filter((id) => id !== 0);
-  return { master, workers: workers.sort((a, b) => a - b), forward, ...(absent.length > 0 ? { absent: absent.sort((a, b) => a - b) } : {}) };
+  const existing = view.existing ?? view.workers;
+  const unknown = absent.filter((id) => !existing.includes(id));
+  return {
+    master, workers: workers.sort((a, b) => a - b), forward,
+    ...(absent.length > 0 ? { absent: absent.sort((a, b) => a - b) } : {}),
+    ...(unknown.length > 0 ? { unknown: unknown.sort((a, b) => a - b) } : {}),
+  };
 }
+
+/** Why a worker named by number is missing when this server has no such worker, listing the ones it has. */
+export function noSuchWorker(worker: number, view: TargetView): string {
+  const existing = [...(view.existing ?? view.workers)].sort((a, b) => a - b);
+  if (view.singleProcess) return `no such worker: ${worker} (this server runs in a single process: worker 0)`;
+  if (existing.length === 0) return `no such worker: ${worker} (this server has no worker now)`;
+  return `no such worker: ${worker} (this server has worker${existing.length === 1 ? '' : 's'} ${existing.join(', ')})`;
+}
+

@@ -58,6 +58,16 @@ t.test('POST /control cordons one worker: it gets no new connections while the o
   t.same([...seen].sort(), [1, 2]);
 });
 
+t.test('POST /control naming a worker the server does not have says so, with the workers it has', async (t) => {
+  const { server, acme } = await sharedServer();
+  const reply = await post(server.port, { method: 'status', worker: [1, 9] }, { key: acme.adminKey, host: 'localhost' });
+  t.equal(reply.status, 200);
+  t.match(reply.json.replies, [{ worker: 1, ok: true }]);
+  const id = reply.json.replies[0].server;
+  t.same(reply.json.missing, [{ server: id, worker: 9 }], 'still missing, as scripts read it');
+  t.same(reply.json.unknownWorkers, [{ server: id, worker: 9, message: 'no such worker: 9 (this server has workers 1, 2)' }], 'and why');
+});
+
 t.test('POST /control drain lets an in-flight request finish', async (t) => {
   const { server, acme } = await sharedServer();
   const probe = await request(server.port, '/whoami');

@@ -97,6 +97,18 @@ t.test("a request gathers each targeted worker's reply; a worker's own request i
   t.same(fromWorker.replies.map((reply) => reply.result), [{ worker: 1, origin: { server: SERVER, worker: 2 } }]);
 });
 
+t.test('a worker the server does not have is missing, and said so with the workers it has, to the primary and to a worker asking', async (t) => {
+  const { router, worker } = cluster(2);
+  for (const id of [1, 2]) worker(id).handlers.handle('who', () => ({ worker: id }));
+  const expected = { missing: [{ server: SERVER, worker: 9 }], unknownWorkers: [{ server: SERVER, worker: 9, message: 'no such worker: 9 (this server has workers 1, 2)' }] };
+  const here = await router.route({ method: 'who', worker: [1, 9] }, { wantReplies: true });
+  t.match(here, { replies: [{ worker: 1, ok: true }], ...expected });
+  const fromWorker = await worker(2).client.request({ method: 'who', worker: [1, 9] });
+  t.match(fromWorker, { replies: [{ worker: 1, ok: true }], ...expected }, 'the reason crosses the channel to a worker');
+  const known = await router.route({ method: 'who', worker: 1 }, { wantReplies: true });
+  t.notOk('unknownWorkers' in known, 'absent when every named worker exists');
+});
+
 t.test("a handler's error is that target's reply, not a failure of the request", async (t) => {
   const { router, worker } = cluster(2);
   worker(1).handlers.handle('fails', () => {

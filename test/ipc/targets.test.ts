@@ -1,5 +1,5 @@
 import t from 'tap';
-import { resolveTargets, type TargetView } from '../../src/ipc/targets.js';
+import { noSuchWorker, resolveTargets, type TargetView } from '../../src/ipc/targets.js';
 import { IpcError, parseEnvelope, type IpcEnvelope } from '../../src/ipc/envelope.js';
 
 const view: TargetView = {
@@ -16,7 +16,7 @@ t.test('targeting matrix', async (t) => {
     ['one worker', { worker: 2 }, { master: false, workers: [2], forward: undefined }],
     ['several workers', { worker: [3, 1] }, { master: false, workers: [1, 3], forward: undefined }],
     ['duplicate worker numbers are delivered once', { worker: [2, 2] }, { master: false, workers: [2], forward: undefined }],
-    ['unknown worker numbers are not targets: they are reported absent', { worker: [9, 2, 7] }, { master: false, workers: [2], forward: undefined, absent: [7, 9] }],
+    ['unknown worker numbers are not targets: they are reported absent, and unknown', { worker: [9, 2, 7] }, { master: false, workers: [2], forward: undefined, absent: [7, 9], unknown: [7, 9] }],
     ['broadcast: every worker here, and every peer', { broadcast: true }, { master: false, workers: [1, 2, 3], forward: { all: true, organization_id: undefined } }],
     ['master: the primary only', { master: true }, { master: true, workers: [], forward: undefined }],
     ['master and broadcast', { master: true, broadcast: true }, { master: true, workers: [1, 2, 3], forward: { all: true, organization_id: undefined } }],
@@ -34,6 +34,17 @@ t.test('targeting matrix', async (t) => {
   for (const [name, envelope, expected] of rows) {
     t.same(plan(envelope, name.startsWith('from a peer')), expected, name);
   }
+});
+
+t.test('a worker the server has but that takes no envelope now is absent; one it does not have is also unknown, and said so', async (t) => {
+  // Worker 2 is restarting: it exists, it does not answer now.
+  const restarting: TargetView = { ...view, workers: [1, 3], existing: [1, 2, 3] };
+  t.same(resolveTargets({ method: 'm', worker: [2, 9] }, restarting), { master: false, workers: [], forward: undefined, absent: [2, 9], unknown: [9] });
+  t.equal(noSuchWorker(9, restarting), 'no such worker: 9 (this server has workers 1, 2, 3)');
+  t.equal(noSuchWorker(4, { ...view, workers: [1], existing: [1] }), 'no such worker: 4 (this server has worker 1)');
+  const single: TargetView = { serverId: 'a', cluster: 'c', singleProcess: true, workers: [0], serves: () => false };
+  t.same(resolveTargets({ method: 'm', worker: [0, 3] }, single), { master: false, workers: [0], forward: undefined, absent: [3], unknown: [3] });
+  t.equal(noSuchWorker(3, single), 'no such worker: 3 (this server runs in a single process: worker 0)');
 });
 
 t.test('no target is an error', async (t) => {
