@@ -4,10 +4,13 @@ import { callControlSocket, controlSocketPath } from '../src/control/socket.js';
 import { IpcError, parseEnvelope } from '../src/ipc/envelope.js';
 import type { RequestResult } from '../src/ipc/handlers.js';
 import { CliError, usageError } from './usage.js';
+import { describeReplies } from './replies.js';
 
 export const CTL_USAGE = `Usage: fleetplane ctl <method> [targets] [options]
 
-Send a control envelope to a running server and print the replies.
+Send a control envelope to a running server and print the replies: a table for status and scale status
+(memory in MiB, times in s/min/h), one line per process for other methods, then a line per target that failed,
+does not exist or did not answer.
 
 Targets (at least one):
   --server ID        a server (repeatable)
@@ -20,7 +23,7 @@ Options:
   --value JSON       the method's argument (envelope "data"), e.g. --value true or --value '["org-1"]'
   --confirm ID       the server id, required by reboot and shutdown
   --timeout MS       how long to wait for replies (default 5000)
-  --json             print one JSON object
+  --json             print the result as one JSON object (for scripts): replies, missing, unknownWorkers
   --data-dir DIR     reach the server through <DIR>/control.sock (default: the configured data directory)
   --config PATH      config file used to find the data directory
   --url URL --key K  reach the server through POST <URL>/control with a key instead
@@ -142,7 +145,7 @@ export async function ctl(argv: string[]): Promise<void> {
   if (Boolean(values.url) !== Boolean(values.key)) throw new CliError('--url and --key go together', 2);
 
   const result = values.url ? await viaHttp(values.url, values.key!, envelope, timeoutMs) : await viaSocket(values, envelope, timeoutMs);
-  print(result, Boolean(values.json));
+  print(envelope.method as string, result, Boolean(values.json));
   if (result.missing.length > 0 || result.replies.some((reply) => !reply.ok)) process.exitCode = 1;
 }
 
@@ -199,14 +202,6 @@ export async function viaHttp(url: string, key: string, envelope: unknown, timeo
   return body;
 }
 
-function print(result: RequestResult, json: boolean): void {
-  if (json) {
-    process.stdout.write(`${JSON.stringify(result)}\n`);
-    return;
-  }
-  for (const reply of result.replies) {
-    const who = `${reply.server} ${reply.worker === 0 ? 'primary' : `worker ${reply.worker}`}`;
-    process.stdout.write(reply.ok ? `${who}: ${JSON.stringify(reply.result)}\n` : `${who}: error ${reply.error?.code}: ${reply.error?.message}\n`);
-  }
-  for (const missing of result.missing) process.stdout.write(`${missing.server} ${missing.worker === undefined ? '' : missing.worker === 0 ? 'primary' : `worker ${missing.worker}`}: no answer\n`);
+function print(method: string, result: RequestResult, json: boolean): void {
+  process.stdout.write(`${json ? JSON.stringify(result) : describeReplies(method, result)}\n`);
 }

@@ -1,8 +1,7 @@
-import type { RequestResult } from '../src/ipc/handlers.js';
 import { viaHttp, viaSocket } from './ctl.js';
 import { STORE_OPTIONS, withUsage } from './init.js';
 import { CliError } from './usage.js';
-import { table } from './table.js';
+import { statusTable } from './replies.js';
 import { parseArgs } from 'node:util';
 
 export const STATUS_USAGE = `Usage: fleetplane status [options]
@@ -19,46 +18,6 @@ Options:
   -h, --help         show this help
 
 Exit code: 0 when every process answered, 1 when one did not, 2 on bad input.`;
-
-interface ProcessStatus {
-  server: string;
-  worker: number;
-  pid: number;
-  status: string;
-  uptimeMs: number;
-  connections: number;
-  rssBytes?: number;
-  /** The primary's: the version it runs and when it started (both change with a hand-over). */
-  version?: string;
-  startedAt?: string;
-}
-
-/** `93 s`, `12 min`, `3.5 h`, `2.1 d`: the unit a person reads at a glance. */
-export function formatUptime(ms: number): string {
-  const s = ms / 1000;
-  if (s < 120) return `${Math.round(s)} s`;
-  if (s < 7200) return `${Math.round(s / 60)} min`;
-  if (s < 172_800) return `${(s / 3600).toFixed(1)} h`;
-  return `${(s / 86_400).toFixed(1)} d`;
-}
-
-export function statusTable(result: RequestResult): string {
-  const rows: string[][] = [];
-  const replies = [...result.replies].sort((a, b) => a.server.localeCompare(b.server) || a.worker - b.worker);
-  for (const reply of replies) {
-    const process = reply.worker === 0 ? 'primary' : `worker ${reply.worker}`;
-    if (!reply.ok) {
-      rows.push([reply.server, process, '-', `error: ${reply.error?.code}`, '-', '-', '-', '-', '-']);
-      continue;
-    }
-    const status = reply.result as ProcessStatus;
-    const rss = status.rssBytes === undefined ? '-' : `${Math.round(status.rssBytes / 1024 / 1024)} MiB`;
-    const started = status.startedAt ? status.startedAt.replace(/\.\d+Z$/, 'Z') : '-';
-    rows.push([reply.server, process, String(status.pid), status.status, status.version ?? '-', started, formatUptime(status.uptimeMs), String(status.connections), rss]);
-  }
-  for (const missing of result.missing) rows.push([missing.server, missing.worker === undefined ? '-' : missing.worker === 0 ? 'primary' : `worker ${missing.worker}`, '-', 'no answer', '-', '-', '-', '-', '-']);
-  return table(['SERVER', 'PROCESS', 'PID', 'STATE', 'VERSION', 'STARTED', 'UPTIME', 'CONNECTIONS', 'RSS'], rows, new Set([2, 6, 7, 8]));
-}
 
 export async function status(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const options = { ...STORE_OPTIONS, url: { type: 'string' }, key: { type: 'string' }, timeout: { type: 'string' } } as const;

@@ -18,10 +18,16 @@ t.test('fleetplane ctl steers a running server through its 0600 control socket',
   const result = JSON.parse(status.stdout);
   t.equal(result.replies.length, 3);
   t.same(result.missing, []);
+  const people = await ctl(['status', '--broadcast', '--master', '--data-dir', dataDir]);
+  t.equal(people.status, 0, people.stderr);
+  const [head, ...processes] = people.stdout.trimEnd().split('\n');
+  t.match(head, /^SERVER +PROCESS +PID +STATE +VERSION +STARTED +UPTIME +CONNECTIONS +RSS$/, 'without --json: a table for people');
+  t.same(processes.map((row) => row.split(/ {2,}/)[1]).sort(), ['primary', 'worker 1', 'worker 2'], 'a row per process');
+  t.ok(processes.every((row) => / \d+ s +\d+ +\d+ MiB$/.test(row)), 'uptime in seconds, memory in MiB');
 
   const cordon = await ctl(['cordon', '--broadcast', '--value', 'true', '--data-dir', dataDir]);
   t.equal(cordon.status, 0, cordon.stderr);
-  t.match(cordon.stdout, /worker 1: /);
+  t.match(cordon.stdout, /worker 1: worker=1 status=cordoned$/m, 'a line per process, its result as key=value');
   t.equal((await request(server.port, '/x')).status, 307, 'every worker cordoned: fallback');
 
   const uncordon = await ctl(['cordon', '--master', '--value', 'false', '--data-dir', dataDir]);
@@ -39,6 +45,10 @@ t.test('fleetplane ctl steers a running server through its 0600 control socket',
   const absent = await ctl(['status', '--worker', '7', '--json', '--data-dir', dataDir]);
   t.equal(absent.status, 1, 'a worker that does not exist is missing, and ctl exits 1');
   t.same(JSON.parse(absent.stdout).missing, [{ server: server.events[0]!.id, worker: 7 }]);
+  t.same(JSON.parse(absent.stdout).unknownWorkers, [{ server: server.events[0]!.id, worker: 7, message: 'no such worker: 7 (this server has workers 1, 2)' }], 'and why');
+  const noSuchWorker = await ctl(['status', '--worker', '7', '--data-dir', dataDir]);
+  t.equal(noSuchWorker.status, 1);
+  t.equal(noSuchWorker.stdout, `${server.events[0]!.id}: no such worker: 7 (this server has workers 1, 2)\n`, 'said so, not "no answer"');
 
   server.signal('SIGTERM');
   t.equal(await server.exit(), 0);
