@@ -7,6 +7,7 @@ import type { DeliveredEnvelope } from '../ipc/envelope.js';
 import type { PeerForwarder } from '../ipc/router.js';
 import type { TargetPlan } from '../ipc/targets.js';
 import { MeshError } from './errors.js';
+import { ListenError } from '../runtime/listeners.js';
 import { MESH_METHOD, type FrameOf } from './frames.js';
 import { checkMeshMessage, type MeshApi, type MeshMessage, type MeshReply, type PeerInfo } from './api.js';
 import { NonceCache, acceptHeaders, verifyDial, type DialClaim } from './handshake.js';
@@ -152,7 +153,8 @@ export class Mesh extends SafeEmitter<MeshEvents> implements MeshApi, PeerForwar
       this.#url = this.deps.advertisedUrl(port);
       return port;
     } catch (error) {
-      throw new Error(`mesh port ${config.port} on ${config.host} cannot be bound (${(error as NodeJS.ErrnoException).code ?? 'error'}): set mesh.port`, { cause: error });
+      // Said as a busy HTTP port is: one line naming the setting, no stack (the start fails with exit code 1).
+      throw ListenError.of(`mesh.port ${config.port} on ${config.host}`, error as NodeJS.ErrnoException);
     }
   }
 

@@ -4,6 +4,13 @@ const BACKLOG = 4096;
 
 export class ListenError extends Error {
   override readonly name = 'ListenError';
+
+  /** A port that cannot be bound, as one line naming the setting and the port (`http.port 8080 on 0.0.0.0 …`). */
+  static of(what: string, error: NodeJS.ErrnoException): ListenError {
+    if (error.code === 'EADDRINUSE') return new ListenError(`${what} is already in use`, { cause: error });
+    if (error.code === 'EACCES') return new ListenError(`${what}: permission denied`, { cause: error });
+    return new ListenError(`cannot listen on ${what}: ${error.message}`, { cause: error });
+  }
 }
 
 /**
@@ -49,10 +56,7 @@ export class Listeners {
     const server = net.createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', (error: NodeJS.ErrnoException) => {
-        const what = `${secure ? 'https' : 'http'}.port ${port} on ${host}`;
-        if (error.code === 'EADDRINUSE') reject(new ListenError(`${what} is already in use`));
-        else if (error.code === 'EACCES') reject(new ListenError(`${what}: permission denied`));
-        else reject(new ListenError(`cannot listen on ${what}: ${error.message}`));
+        reject(ListenError.of(`${secure ? 'https' : 'http'}.port ${port} on ${host}`, error));
       });
       server.listen({ port, host, backlog: BACKLOG }, resolve);
     });

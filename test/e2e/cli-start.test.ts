@@ -95,6 +95,18 @@ t.test('a second server on the data directory of a running one: one line and exi
   t.equal(result.stderr.trim().split('\n').length, 1, 'one line, no stack');
 });
 
+t.test('a busy mesh port: one line naming the setting and the port, exit 1, no stack', async (t) => {
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => blocker.close());
+  const { port: meshPort } = blocker.address() as net.AddressInfo;
+  const result = run(['start', '--port', String(await freePort()), '--workers', '1', '--data-dir', tempDir()], {
+    FLEETPLANE_MESH_SECRET: 'a-mesh-secret-of-some-length', FLEETPLANE_MESH_PORT: String(meshPort), FLEETPLANE_MESH_HOST: '127.0.0.1', FLEETPLANE_HTTP_HOST: '127.0.0.1',
+  });
+  t.equal(result.status, 1);
+  t.equal(result.stderr, `fleetplane: mesh.port ${meshPort} on 127.0.0.1 is already in use\n`);
+});
+
 t.test('commands that work on a store never create one: keys list on a mistyped data directory is one line and exit 1', async (t) => {
   const missing = path.join(tempDir(), 'data-b');
   for (const args of [['keys', 'list'], ['keys', 'create', '--name', 'x'], ['keys', 'revoke', 'fpk_AAAAAAAAAAAAAAAA']]) {
