@@ -75,6 +75,11 @@ export class FakeWorker implements WorkerHandle {
     for (const listener of this.listeners.disconnect) listener();
   }
 
+  /** The channel fails, as a send to a worker that is exiting does (EPIPE). */
+  channelError(error: Error): void {
+    for (const listener of this.listeners.error) listener(error);
+  }
+
   /** A message from the worker to the primary. */
   say(message: WorkerToPrimary): void {
     for (const listener of this.listeners.message) listener(message);

@@ -104,7 +104,7 @@ export class WorkerSpawner {
       }
       this.deps.receive(record, message as WorkerToPrimary);
     });
-    worker.onError((error) => log.warn({ err: error, worker: slot }, 'worker channel error'));
+    worker.onError((error) => channelError(log, slot, error));
     worker.onDisconnect(() => this.deps.disconnected(record));
     worker.onExit((code, signal) => {
       cancelReadyTimeout();
@@ -114,4 +114,16 @@ export class WorkerSpawner {
     });
     return record;
   }
+}
+
+/** Errors of a channel whose worker has gone: the exit (or the shutdown) says what happened, once. */
+const CLOSED_CHANNEL = new Set(['EPIPE', 'ERR_IPC_CHANNEL_CLOSED', 'ECONNRESET']);
+
+/**
+ * A message to a worker that exits meanwhile (every worker on Ctrl-C, which signals the whole process group)
+ * fails with EPIPE or a closed channel: expected, so a debug line without a stack; anything else is a warning.
+ */
+export function channelError(log: Pick<Logger, 'warn' | 'debug'>, slot: number, error: NodeJS.ErrnoException): void {
+  if (error.code && CLOSED_CHANNEL.has(error.code)) log.debug({ worker: slot, code: error.code }, 'worker channel closed');
+  else log.warn({ err: error, worker: slot }, 'worker channel error');
 }
