@@ -1,8 +1,7 @@
 #!/usr/bin/env -S node --max-semi-space-size=2
 import { ConfigError } from '../src/config/errors.js';
-import { closestMatch } from '../src/config/did-you-mean.js';
 import { FLEETPLANE_VERSION } from '../src/version.js';
-import { CliError, MAIN_USAGE } from './usage.js';
+import { CliError, MAIN_USAGE, suggestedCommand } from './usage.js';
 
 // Each command's code is loaded when it runs: a server started here holds none of the others'.
 const start = async (argv: string[]) => (await import('./start.js')).start(argv);
@@ -29,7 +28,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!command) {
-    const hint = closestMatch(name, Object.keys(commands));
+    const hint = suggestedCommand(name, Object.keys(commands));
     throw new CliError(`unknown command "${name}"${hint ? ` (did you mean "${hint}"?)` : ''}; see "fleetplane --help"`, 2);
   }
   await command(rest);

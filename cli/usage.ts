@@ -43,6 +43,18 @@ export function withUsage<T>(usage: string, parse: () => T): T {
   }
 }
 
+/** Commands that only read: the only ones a typo is pointed to (a typo of `status` must not lead to `start`). */
+const READING_COMMANDS = ['status', 'help', 'version'];
+
+/**
+ * The command to suggest for a mistyped one: the closest reading command, and only when no command that acts is
+ * closer. A suggestion gets run as written, so it is never one that boots, writes or steers something.
+ */
+export function suggestedCommand(typed: string, commands: readonly string[]): string | undefined {
+  const closest = closestMatch(typed, [...READING_COMMANDS, ...commands.filter((name) => !READING_COMMANDS.includes(name))]);
+  return closest && READING_COMMANDS.includes(closest) ? closest : undefined;
+}
+
 export const MAIN_USAGE = `Usage: fleetplane <command> [options]
 
 Commands:

@@ -27,10 +27,14 @@ t.test('a mistyped flag is one line naming the closest real one, exit 2', async 
   t.equal(ctl.status, 2);
 });
 
-t.test('a mistyped command is one line naming the closest real one, exit 2', async (t) => {
-  const result = run(['strat']);
-  t.equal(result.status, 2);
-  t.equal(result.stderr, 'fleetplane: unknown command "strat" (did you mean "start"?); see "fleetplane --help"\n');
+t.test('a mistyped command is one line, exit 2, and never suggests a command that acts', async (t) => {
+  const typo = run(['stauts']);
+  t.equal(typo.status, 2);
+  t.equal(typo.stderr, 'fleetplane: unknown command "stauts" (did you mean "status"?); see "fleetplane --help"\n', 'as close to start as to status: the one that only reads');
+  const acting = run(['strat']);
+  t.equal(acting.status, 2);
+  t.equal(acting.stderr, 'fleetplane: unknown command "strat"; see "fleetplane --help"\n', 'closest to start, which boots a server: not suggested');
+  t.equal(run(['ctll']).stderr, 'fleetplane: unknown command "ctll"; see "fleetplane --help"\n');
 });
 
 t.test('--version prints the package version', async (t) => {
