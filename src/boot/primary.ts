@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { ControlSocket } from '../control/socket.js';
+import { ControlSocket, refuseRunningServer } from '../control/socket.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { FleetplaneConfig } from '../config/schema.js';
 import { resolveWorkerCount } from '../config/sizing.js';
@@ -27,6 +27,7 @@ import { bindParentKeys, openAutomationAndManager, openManagerConnection } from 
 import { REMOVAL_METHOD, removalHandler } from '../autoscaler/removal.js';
 import type { InitOptions, PrimaryRoutes } from './options.js';
 import { HandoverSuccessor, listeningAddresses, type PredecessorChannel } from '../runtime/handover-successor.js';
+import { HANDOVER_ENV } from '../runtime/handover-messages.js';
 import { removePidFile, writePidFile } from '../runtime/pid-file.js';
 import { StartingSignals } from '../runtime/starting-signals.js';
 import { meshSettings } from '../mesh/settings.js';
@@ -42,6 +43,9 @@ export async function bootPrimary(config: FleetplaneConfig | LoadedConfig | unde
   const loaded = config && 'config' in config && 'warnings' in config ? (config as LoadedConfig) : loadConfig({ object: config, flags: options.flags, env, cwd: options.cwd });
   const resolved = loaded.config;
   const decision = resolveWorkerCount(resolved.workers.count, env);
+  // A data directory another server runs on is refused before this start writes anything there (its id, its
+  // store); a hand-over's new primary shares it with the old one by design.
+  if (env[HANDOVER_ENV] === undefined) await refuseRunningServer(resolved.dataDir);
   const serverId = resolveServerId(resolved.server.id, resolved.dataDir);
   // Decided here, on this process's stdout, and handed to the workers in their config: a log destination given in
   // code is not a terminal.

@@ -35,6 +35,12 @@ function socketAnswers(file: string): Promise<boolean> {
   });
 }
 
+/** Refuses a start on the data directory of a server that runs: its control socket answers. */
+export async function refuseRunningServer(dataDir: string): Promise<void> {
+  const file = controlSocketPath(dataDir);
+  if (await socketAnswers(file)) throw new ServerRunningError(`another server is running with this data directory (${file} answers)`);
+}
+
 /**
  * The primary's local control socket: one JSON request per line, one JSON answer per line. The socket file
  * is mode 0600 in the data directory, so the file system decides who may steer this server — as with the
@@ -42,7 +48,7 @@ function socketAnswers(file: string): Promise<boolean> {
  */
 export async function listenControlSocket(dataDir: string, log: Logger, request: ControlHandler): Promise<net.Server> {
   const file = controlSocketPath(dataDir);
-  if (await socketAnswers(file)) throw new ServerRunningError(`another server is running with this data directory (${file} answers)`);
+  await refuseRunningServer(dataDir);
   try {
     unlinkSync(file);
   } catch {

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { resolveWorkerCount } from '../../src/config/sizing.js';
@@ -109,6 +109,19 @@ t.test('a busy mesh port: one line naming the setting and the port, exit 1, no s
   });
   t.equal(result.status, 1);
   t.equal(result.stderr, `fleetplane: mesh.port ${meshPort} on 127.0.0.1 is already in use\n`);
+});
+
+t.test('a start refused because the data directory is in use creates nothing there', async (t) => {
+  // The running server keeps its store and its id elsewhere: the directory holds neither.
+  const dataDir = tempDir();
+  const first = await ServerProcess.start({ workers: 1, dataDir, server: { id: 'first' }, db: { path: path.join(tempDir(), 'elsewhere.db') } });
+  t.teardown(() => first.stop());
+  const before = readdirSync(dataDir).sort();
+  t.notOk(before.includes('fleetplane.db') || before.includes('server-id'), `neither is there before: ${before.join(', ')}`);
+  const result = run(['start', '--port', String(await freePort()), '--workers', '1', '--data-dir', dataDir]);
+  t.equal(result.status, 1);
+  t.match(result.stderr, /^fleetplane: another server is running with this data directory/);
+  t.same(readdirSync(dataDir).sort(), before, 'no fleetplane.db, no server-id, nothing else');
 });
 
 t.test('commands that work on a store never create one: keys list on a mistyped data directory is one line and exit 1', async (t) => {
