@@ -65,3 +65,18 @@ export function assertEgressAllow(entries: readonly string[], field = 'egress.al
     }
   });
 }
+
+/**
+ * `fallback.redirect` is the base of the 307's `Location`: without a scheme (`lb.example.com`) clients resolve it
+ * against this node and come straight back, so only an absolute http(s) URL is accepted.
+ */
+export function assertRedirectUrl(value: string | undefined, source?: string, field = 'fallback.redirect'): void {
+  if (value === undefined) return;
+  let absolute = /^https?:\/\//i.test(value);
+  try {
+    absolute &&= new URL(value).hostname !== '';
+  } catch {
+    absolute = false;
+  }
+  if (!absolute) throw new ConfigError(field, `must be an absolute http:// or https:// URL, e.g. https://lb.example.com (got ${JSON.stringify(value)})`, source);
+}

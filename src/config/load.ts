@@ -5,7 +5,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { ConfigSchema, leafPaths, type ResolvedConfig } from './schema.js';
 import { ConfigError } from './errors.js';
 import { closestMatch } from './did-you-mean.js';
-import { assertAddressRanges, assertEgressAllow, assertSafeEnv, assertSafeExecArgv, nodeOptionsWarning } from './guards.js';
+import { assertAddressRanges, assertEgressAllow, assertRedirectUrl, assertSafeEnv, assertSafeExecArgv, nodeOptionsWarning } from './guards.js';
 
 export const CONFIG_FILE_NAME = 'fleetplane.config.json';
 
@@ -230,6 +230,7 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   assertAddressRanges(config.http.trustProxy);
   assertEgressAllow(config.egress.allow);
   assertSafeEnv(config.workers.env);
+  assertRedirectUrl(config.fallback.redirect, sources.get('fallback.redirect') ?? file);
   const advisory = nodeOptionsWarning(config.workers.env);
   if (advisory) warnings.push(advisory);
   if (config.health.wedgedTimeoutMs > 0 && config.health.wedgedTimeoutMs < 2 * config.health.heartbeatMs) {

@@ -128,7 +128,7 @@ export const ConfigSchema = Type.Object(
     ),
     fallback: Type.Object(
       {
-        redirect: Type.Optional(Type.String({ minLength: 1, description: "Load balancer's base URL for the 307 fallback" })),
+        redirect: Type.Optional(Type.String({ minLength: 1, description: "Load balancer's base URL for the 307 fallback: an absolute http:// or https:// URL (https://lb.example.com)" })),
         retryAfterS: Type.Integer({ minimum: 1, maximum: 3600, default: 5, description: 'Retry-After of the 503 fallback' }),
       },
       { additionalProperties: false, default: {} },

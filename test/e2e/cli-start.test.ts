@@ -124,6 +124,16 @@ t.test('a start refused because the data directory is in use creates nothing the
   t.same(readdirSync(dataDir).sort(), before, 'no fleetplane.db, no server-id, nothing else');
 });
 
+t.test('fallback.redirect without a scheme is refused at start: it would send clients back to this node', async (t) => {
+  const dataDir = path.join(tempDir(), 'data');
+  for (const redirect of ['lb.example.com', '/elsewhere', 'ftp://lb.example.com']) {
+    const result = run(['start', '--data-dir', dataDir], { FLEETPLANE_FALLBACK_REDIRECT: redirect });
+    t.equal(result.status, 2, redirect);
+    t.equal(result.stderr, `fleetplane: invalid configuration: environment variable FLEETPLANE_FALLBACK_REDIRECT: fallback.redirect: must be an absolute http:// or https:// URL, e.g. https://lb.example.com (got ${JSON.stringify(redirect)})\n`);
+  }
+  t.notOk(existsSync(dataDir), 'nothing was created');
+});
+
 t.test('commands that work on a store never create one: keys list on a mistyped data directory is one line and exit 1', async (t) => {
   const missing = path.join(tempDir(), 'data-b');
   for (const args of [['keys', 'list'], ['keys', 'create', '--name', 'x'], ['keys', 'revoke', 'fpk_AAAAAAAAAAAAAAAA']]) {
