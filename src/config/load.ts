@@ -6,6 +6,7 @@ import { ConfigSchema, leafPaths, type ResolvedConfig } from './schema.js';
 import { ConfigError } from './errors.js';
 import { closestMatch } from './did-you-mean.js';
 import { assertAddressRanges, assertEgressAllow, assertRedirectUrl, assertSafeEnv, assertSafeExecArgv, nodeOptionsWarning } from './guards.js';
+import { unknownVariableWarnings } from './environment.js';
 
 export const CONFIG_FILE_NAME = 'fleetplane.config.json';
 
@@ -233,6 +234,7 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   assertRedirectUrl(config.fallback.redirect, sources.get('fallback.redirect') ?? file);
   const advisory = nodeOptionsWarning(config.workers.env);
   if (advisory) warnings.push(advisory);
+  warnings.push(...unknownVariableWarnings(env, ENV_VARIABLES.keys()));
   if (config.health.wedgedTimeoutMs > 0 && config.health.wedgedTimeoutMs < 2 * config.health.heartbeatMs) {
     throw new ConfigError('health.wedgedTimeoutMs', 'must be at least 2 × health.heartbeatMs', file);
   }

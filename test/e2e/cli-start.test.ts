@@ -134,6 +134,13 @@ t.test('fallback.redirect without a scheme is refused at start: it would send cl
   t.notOk(existsSync(dataDir), 'nothing was created');
 });
 
+t.test('an unknown FLEETPLANE_ variable is warned about once at start, with the setting it was probably meant for', async (t) => {
+  const server = await ServerProcess.start({ workers: 0 }, { env: { FLEETPLANE_HTTP_PROT: '9000', FLEETPLANE_SECRETS_KEY: '', FLEETPLANE_NODE_CREDENTIAL: 'x', FLEETPLANE_INTERNAL_SOMETHING: '1' } });
+  t.teardown(() => server.stop());
+  const warnings = server.events.filter((event) => event.level === 40).map((event) => event.msg);
+  t.same(warnings.filter((message) => /FLEETPLANE_/.test(String(message))), ['FLEETPLANE_HTTP_PROT: unknown setting (did you mean FLEETPLANE_HTTP_PORT?)'], 'that one only, once');
+});
+
 t.test('commands that work on a store never create one: keys list on a mistyped data directory is one line and exit 1', async (t) => {
   const missing = path.join(tempDir(), 'data-b');
   for (const args of [['keys', 'list'], ['keys', 'create', '--name', 'x'], ['keys', 'revoke', 'fpk_AAAAAAAAAAAAAAAA']]) {
