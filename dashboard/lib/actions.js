@@ -1,6 +1,8 @@
 // Each action is the ordinary control envelope, sent with the signed-in key: the server authorizes and logs
 // it as it would any other. No reboot or host shutdown is offered here.
 
+import { count } from './format.js';
+
 const workerName = (server, worker) => `worker ${worker} of ${server}`;
 
 export function workerAction(kind, server, worker, value) {
@@ -48,8 +50,8 @@ export function shedAction(organization, name, servers, shed) {
     return { method: 'shed', server: server.server, master: true, data: { organizations: [...list].sort() } };
   });
   return shed
-    ? { title: `Shed ${label}`, detail: `Every server stops serving it: its requests get the fallback and its WebSockets close (1013). ${servers.length} servers.`, confirm: 'Shed', done: `Shedding ${label}.`, envelopes }
-    : { title: `Stop shedding ${label}`, detail: `Every server serves it again. ${servers.length} servers.`, confirm: 'Stop shedding', done: `${label} is served again.`, envelopes };
+    ? { title: `Shed ${label}`, detail: `Every server stops serving it: its requests get the fallback and its WebSockets close (1013). ${count(servers.length, 'server')}.`, confirm: 'Shed', done: `Shedding ${label}.`, envelopes }
+    : { title: `Stop shedding ${label}`, detail: `Every server serves it again. ${count(servers.length, 'server')}.`, confirm: 'Stop shedding', done: `${label} is served again.`, envelopes };
 }
 
 export function autoscalerAction(server, pause) {

@@ -31,6 +31,11 @@ export function number(value, digits = 1) {
   return Number.isInteger(value) ? String(value) : value.toFixed(digits);
 }
 
+/** `1 server`, `2 servers`, `0 servers`: the plural only when the count is not one. */
+export function count(value, singular, plural = `${singular}s`) {
+  return `${value} ${value === 1 ? singular : plural}`;
+}
+
 export function ms(value) {
   return value === null || value === undefined ? '–' : `${number(value)} ms`;
 }

@@ -1,5 +1,5 @@
 import { html } from '../lib/html.js';
-import { bytes, duration, number } from '../lib/format.js';
+import { bytes, count, duration, number } from '../lib/format.js';
 import { serverAction, autoscalerAction } from '../lib/actions.js';
 import { ActionButton, Badge, Scroller } from './parts.js';
 
@@ -39,7 +39,7 @@ function Autoscaler({ cluster, store }) {
       <div><dt>Desired</dt><dd>${lastDecision ? lastDecision.desired : '–'}</dd></div>
       <div><dt>Last decision</dt><dd>${lastDecision ? `${lastDecision.action} (${lastDecision.reason})` : 'none yet'}</dd></div>
       <div><dt>Last action</dt><dd>${lastAction ? `${lastAction.action}${lastAction.serverId ? ` ${lastAction.serverId}` : ''}: ${lastAction.outcome ?? 'running'}` : 'none'}</dd></div>
-      ${policy ? html`<div><dt>Policy</dt><dd>${policy.minClusterSize}–${policy.maxClusterSize} servers, CPU ${policy.cpu.scaleInBelow}–${policy.cpu.scaleOutAbove} %, memory ${policy.memory.scaleInBelow}–${policy.memory.scaleOutAbove} %, cooldown ${duration(policy.cooldownMs)}</dd></div>` : null}
+      ${policy ? html`<div><dt>Policy</dt><dd>${policy.minClusterSize}–${count(policy.maxClusterSize, 'server')}, CPU ${policy.cpu.scaleInBelow}–${policy.cpu.scaleOutAbove} %, memory ${policy.memory.scaleInBelow}–${policy.memory.scaleOutAbove} %, cooldown ${duration(policy.cooldownMs)}</dd></div>` : null}
     </dl>
     <${ActionButton} label=${paused ? 'Resume' : 'Pause'} title=${paused ? 'Resume the autoscaler' : 'Pause the autoscaler'} onClick=${() => store.ask(autoscalerAction(status.serverId, !paused))} />
   </section>`;
@@ -52,7 +52,7 @@ export function ClusterView({ state, store }) {
   const unreachable = [...cluster.missing, ...cluster.failed.map((entry) => entry.server)];
   return html`<section aria-labelledby="cluster-title">
     <h1 id="cluster-title">Cluster ${cluster.cluster}</h1>
-    <p class="muted">${cluster.servers.length} servers, seen through ${cluster.via}.</p>
+    <p class="muted">${count(cluster.servers.length, 'server')}, seen through ${cluster.via}.</p>
     ${unreachable.length ? html`<p class="alert" role="alert">No answer from ${unreachable.join(', ')}.</p>` : null}
     <${Scroller} label="Servers">
       <table class="grid">

@@ -1,5 +1,5 @@
 import { html } from '../lib/html.js';
-import { clock } from '../lib/format.js';
+import { clock, count } from '../lib/format.js';
 import { VirtualList } from './virtual-list.js';
 
 export const KINDS = ['status', 'crash', 'restart', 'recycle', 'quarantine', 'breaker', 'capacity', 'rolling', 'shutdown', 'shed', 'organization', 'mesh', 'autoscaler'];
@@ -30,7 +30,7 @@ export function EventsView({ state, store }) {
       </select></label>
       <label>Text <input type="search" value=${filter.text} onInput=${(event) => store.setFilter({ text: event.currentTarget.value })} /></label>
     </form>
-    <p class="muted" role="status">${shown.length} of ${events.length} events</p>
+    <p class="muted" role="status">${shown.length} of ${count(events.length, 'event')}</p>
     <${VirtualList} items=${items} rowHeight=${44} viewHeight=${600} renderRow=${renderRow} label="Events, newest first" empty="No event yet." />
   </section>`;
 }

@@ -1,4 +1,5 @@
 import { html } from '../lib/html.js';
+import { count } from '../lib/format.js';
 import { shedAction } from '../lib/actions.js';
 import { ActionButton, Badge } from './parts.js';
 import { VirtualList } from './virtual-list.js';
@@ -27,14 +28,14 @@ export function OrganizationsView({ state, store }) {
     return html`<div class="org-row">
       <span class="org-name"><strong>${label}</strong>${entry.name ? html` <span class="muted">${entry.id}</span>` : null}</span>
       <span>${entry.servers.length ? `active on ${entry.servers.join(', ')}` : 'not active'}</span>
-      <span>${entry.sockets} sockets</span>
+      <span>${count(entry.sockets, 'socket')}</span>
       <span>${shed ? html`<${Badge} state="fallback" label="shed on ${entry.shedOn.length === cluster.servers.length ? 'every server' : entry.shedOn.join(', ')}" />` : html`<${Badge} state="ready" label="served" />`}</span>
       <${ActionButton} label=${shed ? 'Stop shedding' : 'Shed'} title="${shed ? 'Stop shedding' : 'Shed'} ${label}" onClick=${() => store.ask(shedAction(entry.id, entry.name, cluster.servers, !shed))} />
     </div>`;
   };
   return html`<section aria-labelledby="organizations-title">
     <h1 id="organizations-title">Organizations</h1>
-    <p class="muted">${items.length} organizations active or shed on ${cluster.servers.length} servers.</p>
+    <p class="muted">${count(items.length, 'organization')} active or shed on ${count(cluster.servers.length, 'server')}.</p>
     <${VirtualList} items=${items} rowHeight=${56} viewHeight=${560} renderRow=${renderRow} label="Organizations" empty="No organization is active on any server." />
   </section>`;
 }
