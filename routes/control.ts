@@ -50,7 +50,10 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
           "A tenant's key reaches only the workers serving its own organization. Served even when this node's workers take no " +
           'traffic, so a node whose workers are all cordoned can be uncordoned. `cordon` and `drain` take `value: true|false` and ' +
           '`shed` takes `organizations: [ids]|false`, as the design documents write them, or the same argument as `data` ' +
-          '(both given must agree). A method whose subsystem is off here answers `disabled`, naming the setting.',
+          '(both given must agree). A method whose subsystem is off here answers `disabled`, naming the setting. ' +
+          'A `cordon` or `drain` that takes out the last serving workers first turns `/readyz` to 503 for the readiness grace ' +
+          '(`lifecycle.readinessGraceMs`) and is applied after it: it is answered at once, `{ accepted: true, effectiveInMs }` ' +
+          '(with `data: { value, wait: true }`, once applied).',
         security: [{ bearer: [] }],
         body: ControlRequest,
         response: {

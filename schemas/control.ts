@@ -36,7 +36,11 @@ export const ControlReply = Type.Object(
   {
     $id: 'ControlReply',
     description: 'One reply per target that answered in time (each with its own `ok`), and the targets that did not',
-    examples: [{ id: '0b7e2c1e-6a4f-4a55-9c43-2f1b4d0e9a10', replies: [{ server: 'srv-a', worker: 1, ok: true, result: { status: 'ready' } }], missing: [] }],
+    examples: [
+      { id: '0b7e2c1e-6a4f-4a55-9c43-2f1b4d0e9a10', replies: [{ server: 'srv-a', worker: 1, ok: true, result: { status: 'ready' } }], missing: [] },
+      // A cordon of every worker of srv-b: /readyz answers 503 for the readiness grace, then the workers are cordoned.
+      { id: '5d0c3f6e-2b1a-4c8e-9f7d-3a6b2e1c0d94', replies: [{ server: 'srv-b', worker: 0, ok: true, result: { accepted: true, effectiveInMs: 5000 } }], missing: [] },
+    ],
   },
 );
 export type ControlReply = Static<typeof ControlReply>;

@@ -141,7 +141,8 @@ async function main() {
     const started = Date.now();
     await sleep((seconds * 1000) / 3);
     phase = 'duringCordon';
-    const cordon = await post(a.port, '/control', { method: 'cordon', master: true, data: true }, key);
+    // Answered once applied (`wait`), after the grace: a cordon is otherwise answered as soon as it is accepted.
+    const cordon = await post(a.port, '/control', { method: 'cordon', master: true, data: { value: true, wait: true }, timeoutMs: graceMs + 10_000 }, key);
     phase = 'afterCordon';
     const direct = await get(a.port, '/hello');
     await sleep(Math.max(0, started + seconds * 1000 - Date.now()));

@@ -59,3 +59,13 @@ export function autoscalerAction(server, pause) {
     ? { title: 'Pause the autoscaler', detail: 'The cluster keeps its size until it is resumed.', confirm: 'Pause', done: 'Autoscaler paused.', envelopes: [{ method: 'autoscaler.pause', server, master: true }] }
     : { title: 'Resume the autoscaler', detail: 'Scaling decisions start again at the next evaluation.', confirm: 'Resume', done: 'Autoscaler resumed.', envelopes: [{ method: 'autoscaler.resume', server, master: true }] };
 }
+
+/**
+ * What the notice says once every envelope of an action was answered: its `done`, unless a target accepted a
+ * change that waits for the readiness grace (`{ accepted: true, effectiveInMs }`): it is not done yet.
+ */
+export function outcomeMessage(action, results) {
+  const waiting = results.flatMap((result) => result.replies).map((reply) => reply.result).find((result) => result && result.accepted === true && typeof result.effectiveInMs === 'number');
+  if (!waiting) return action.done;
+  return `${action.title}: accepted. It takes effect after the readiness grace (${Math.round(waiting.effectiveInMs / 1000)} s); /readyz answers 503 meanwhile.`;
+}

@@ -3,6 +3,7 @@
 import { ControlClient, ControlError, signInMessage } from './api.js';
 import { EventStream } from './stream.js';
 import { mergeHistory } from './history.js';
+import { outcomeMessage } from './actions.js';
 
 export const REFRESH_MS = 2_000;
 const KEY_SLOT = 'fleetplane.dashboard.key';
@@ -183,8 +184,9 @@ export class DashboardStore {
     if (!action || !client) return;
     this.set({ busy: true });
     try {
-      for (const envelope of action.envelopes) await client.act(envelope);
-      this.set({ pending: null, busy: false, notice: { kind: 'ok', message: action.done } });
+      const results = [];
+      for (const envelope of action.envelopes) results.push(await client.act(envelope));
+      this.set({ pending: null, busy: false, notice: { kind: 'ok', message: outcomeMessage(action, results) } });
       this.refreshSoon();
     } catch (error) {
       this.set({ pending: null, busy: false, notice: { kind: 'error', message: `${action.title} was refused: ${error.message}` } });

@@ -39,8 +39,9 @@ export function scaleActions(deps: ScaleActionDeps): ScaleActions {
       else log.info({ server: await provider.create() }, 'autoscaler asked the provider for a new server');
     },
     drain: async (target) => {
-      // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
-      if (await onMaster(target, 'drain', { data: true }, deps.drainTimeoutMs)) {
+      // Answered once drained (`wait`): after the readiness grace and the connections' drain, as the node's own
+      // state resolves; a drain only accepted could be followed by the provider's removal during the grace.
+      if (await onMaster(target, 'drain', { data: { value: true, wait: true } }, deps.drainTimeoutMs)) {
         log.info({ server: target }, `autoscaler drained ${target}`);
         return true;
       }

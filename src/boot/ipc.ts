@@ -137,9 +137,9 @@ export function primaryState(deps: StateDeps, primary: PrimaryRuntime, channels:
   const state = openState(deps, channels);
   primary.handleWorkerRpc('primary.shed', (params) => state.applyShed((params as { organizations: string[] }).organizations));
   primary.handleWorkerRpc('primary.workerState', (params, from) => {
-    const { action, value } = (params ?? {}) as { action?: unknown; value?: unknown };
+    const { action, value, whenAccepted } = (params ?? {}) as { action?: unknown; value?: unknown; whenAccepted?: unknown };
     if ((action !== 'cordon' && action !== 'drain') || typeof value !== 'boolean') throw new IpcError('bad_request', 'a worker state change needs action cordon|drain and a boolean value');
-    return primary.setWorkerState(action, value, from.slot);
+    return whenAccepted === true ? primary.acceptWorkerState(action, value, from.slot) : primary.setWorkerState(action, value, from.slot);
   });
   registerBuiltins(ipc.handlers, {
     id,

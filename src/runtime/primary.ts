@@ -12,7 +12,7 @@ import type { AnswerWorkers } from './channels.js';
 import type { PrimaryMethod } from './protocol.js';
 import type { ServerStatus } from './status.js';
 import { runStoppedHooks, type StoppedHook } from './stopped-hooks.js';
-import { ReadinessGrace } from './readiness-grace.js';
+import { ReadinessGrace, type AcceptedAfterGrace } from './readiness-grace.js';
 import { WORKER_NODE_FLAGS, type PrimaryOptions, type PrimarySurface, type ShutdownHook } from './primary-options.js';
 import { assertSafeEnv, nodeOptionsWarning } from '../config/guards.js';
 import { handoverRefusal, type Handover } from './handover.js';
@@ -260,6 +260,25 @@ export class PrimaryRuntime {
    * cordon or drain waiting for it is not applied.
    */
   async setWorkerState(action: 'cordon' | 'drain', value: boolean, worker?: number): Promise<unknown[]> {
+    const change = this.beginWorkerState(action, value, worker);
+    return (await change.done) ?? this.pool.statuses(change.slots);
+  }
+
+  /**
+   * `setWorkerState` as a control envelope asks for it: answered once accepted. A change that waits for the
+   * readiness grace answers `{ accepted: true, effectiveInMs }` as the grace begins and is applied when it ends.
+   * An envelope's caller waits no longer than its timeout (5 s by default, as long as the default grace, and a
+   * peer is given less), so an answer given after the grace came too late to count: the change was reported
+   * failed ("no answer") while it was being carried out.
+   */
+  async acceptWorkerState(action: 'cordon' | 'drain', value: boolean, worker?: number): Promise<unknown[] | AcceptedAfterGrace> {
+    const change = this.beginWorkerState(action, value, worker);
+    if (!change.afterGrace) return (await change.done) ?? [];
+    change.done.catch((error: unknown) => this.options.log.error({ err: error, action, value, worker }, `${action} after the readiness grace failed`));
+    return { accepted: true, effectiveInMs: this.grace.graceMs };
+  }
+
+  private beginWorkerState(action: 'cordon' | 'drain', value: boolean, worker?: number): { slots: number[]; afterGrace: boolean; done: Promise<unknown[] | undefined> } {
     if (!value) this.grace.cancel();
     const slots = this.pool.slots(worker);
     const applyTo = async (slot: number) => {
@@ -269,8 +288,8 @@ export class PrimaryRuntime {
       return results;
     };
     const apply = async () => (await Promise.all(slots.map(applyTo))).flat();
-    if (!value || !this.pool.takesOutLast(slots)) return apply();
-    return (await this.grace.hold(apply)) ?? this.pool.statuses(slots);
+    if (!value || !this.pool.takesOutLast(slots) || this.grace.graceMs <= 0) return { slots, afterGrace: false, done: apply() };
+    return { slots, afterGrace: true, done: this.grace.hold(apply) };
   }
 
   installSignalHandlers(): void {

@@ -97,7 +97,8 @@ export const PRIMARY_METHODS = {
   'primary.resetCircuitBreaker': Nothing,
   'primary.recycleWorker': Type.Object({ pid: Type.Optional(Type.Integer({ minimum: 1 })) }, open),
   'primary.shed': Type.Object({ organizations: OrganizationIds }, open),
-  'primary.workerState': Type.Object({ action: Type.Union([Type.Literal('cordon'), Type.Literal('drain')]), value: Type.Boolean() }, open),
+  // `whenAccepted`: a control envelope's change, answered as the readiness grace begins rather than after it.
+  'primary.workerState': Type.Object({ action: Type.Union([Type.Literal('cordon'), Type.Literal('drain')]), value: Type.Boolean(), whenAccepted: Type.Optional(Type.Boolean()) }, open),
   // Checked by their handlers, with the errors their callers are promised: the mesh message (`src/mesh/api.ts`),
   // the failure report (`src/auth/authorize.ts`).
   'primary.mesh.send': Type.Unknown(),
@@ -204,7 +205,7 @@ export const PRIMARY_RESULTS = {
   'primary.resetCircuitBreaker': Anything,
   'primary.recycleWorker': Type.Object({ recycling: Type.Integer({ minimum: 0 }) }, open),
   'primary.shed': OrganizationIds,
-  'primary.workerState': Type.Array(Anything),
+  'primary.workerState': Type.Union([Type.Array(Anything), Type.Object({ accepted: Type.Literal(true), effectiveInMs: Type.Integer({ minimum: 0 }) }, open)]),
   'primary.mesh.send': MeshReply,
   'primary.mesh.peers': Type.Array(PeerInfo),
   'primary.auth.failure': Type.Integer({ minimum: 0 }),

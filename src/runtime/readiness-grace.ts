@@ -1,6 +1,19 @@
 import type { Clock } from './clock.js';
 
 /**
+ * A cordon or drain a control envelope asked for that waits for the readiness grace: the caller is answered
+ * as the grace begins, and the change is applied when it ends (unless an undo cancels it meanwhile).
+ */
+export interface AcceptedAfterGrace {
+  accepted: true;
+  /** How long until it is applied: the readiness grace. */
+  effectiveInMs: number;
+}
+
+export const isAcceptedAfterGrace = (value: unknown): value is AcceptedAfterGrace =>
+  typeof value === 'object' && value !== null && (value as { accepted?: unknown }).accepted === true && typeof (value as { effectiveInMs?: unknown }).effectiveInMs === 'number';
+
+/**
  * SPEC 1.3, the "pre-stop" pattern: before the last serving workers are taken out (cordon, drain, shutdown),
  * readiness turns off for `graceMs` while traffic is still served, so a load balancer polling `/readyz`
  * removes the node before any client meets the fallback's redirect. `graceMs` 0 turns it off.
@@ -9,7 +22,7 @@ export class ReadinessGrace {
   private readonly waiting = new Set<{ settle: (elapsed: boolean) => void; cancelTimer: () => void }>();
 
   constructor(
-    private readonly graceMs: number,
+    readonly graceMs: number,
     private readonly clock: Clock,
     /** Called when readiness flips (the first grace starts, the last one ends). */
     private readonly onChange: () => void,

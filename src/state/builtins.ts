@@ -20,6 +20,17 @@ function flag(data: unknown): boolean {
   return value;
 }
 
+/**
+ * `{ "value": true, "wait": true }`: answered once applied — after the readiness grace and, for a drain, once
+ * the connections ended — as `server.state.cordon()` / `drain()` resolve, for a caller whose timeout outlasts
+ * both (the autoscaler's drain before a scale-in). Without it the change is answered once accepted.
+ */
+function waitsForIt(data: unknown): boolean {
+  const wait = typeof data === 'object' && data !== null ? (data as { wait?: unknown }).wait : undefined;
+  if (wait !== undefined && typeof wait !== 'boolean') throw new IpcError('bad_request', 'data.wait must be true or false', 'data.wait');
+  return wait === true;
+}
+
 const PRIMARY_ONLY = 'the primary answers it: address it with master: true (fleetplane ctl <method> --master)';
 
 /**
@@ -42,8 +53,9 @@ function explainAbsentMethods(handlers: HandlerRegistry, isPrimary: boolean): vo
 export function registerBuiltins(handlers: HandlerRegistry, deps: BuiltinDeps): void {
   explainAbsentMethods(handlers, deps.isPrimary);
   handlers.handle('status', () => ({ server: deps.id, ...deps.describe(), rssBytes: process.memoryUsage.rss() }));
-  handlers.handle('cordon', (data) => deps.state.cordon(flag(data)));
-  handlers.handle('drain', (data) => deps.state.drain(flag(data)));
+  // Answered once accepted: one that waits for the readiness grace says so rather than answering after it.
+  handlers.handle('cordon', (data) => (waitsForIt(data) ? deps.state.cordon(flag(data)) : deps.state.accept('cordon', flag(data))));
+  handlers.handle('drain', (data) => (waitsForIt(data) ? deps.state.drain(flag(data)) : deps.state.accept('drain', flag(data))));
   handlers.handle('shed', (data) => {
     const organizations = data === false ? false : Array.isArray(data) ? data : (data as { organizations?: unknown })?.organizations;
     return deps.state.shed(organizations as string[] | false);

@@ -5,6 +5,7 @@ import type { WorkerRuntime } from '../runtime/worker.js';
 import type { PrimaryChannels } from '../runtime/channels.js';
 import type { ServerStatus, WorkerStatus } from '../runtime/status.js';
 import type { ServerEmitter } from '../runtime/events.js';
+import { isAcceptedAfterGrace, type AcceptedAfterGrace } from '../runtime/readiness-grace.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { Store } from '../db/types.js';
 import { saveInventorySection, type InventorySaveResult } from '../inventory/servers.js';
@@ -110,14 +111,33 @@ export class ServerState {
   }
 
   /**
+   * A control envelope's `cordon` or `drain` (SPEC 5.4): the same change, answered once accepted. One that
+   * waits for the readiness grace (it takes out the last serving workers) answers `{ accepted: true,
+   * effectiveInMs }` as the grace begins, and is applied when the grace ends: the envelope's caller waits
+   * no longer than its timeout, which is no longer than the grace by default.
+   */
+  async accept(action: 'cordon' | 'drain', value: boolean): Promise<unknown> {
+    const { primaryRuntime, workerRuntime } = this.deps;
+    if (primaryRuntime) return primaryRuntime.acceptWorkerState(action, value);
+    const result = await this.throughPrimary(action, value, true);
+    const worker = workerRuntime!.workerId;
+    if (isAcceptedAfterGrace(result)) return { worker, status: workerRuntime!.status, ...result };
+    const [applied] = result;
+    return { worker, ...(typeof applied === 'object' && applied !== null ? applied : { status: applied }) };
+  }
+
+  /**
    * A worker's own cordon or drain (an envelope sent to workers, `broadcast` or `worker: n`) is applied by the
    * primary, as one from the primary is: it sees every worker, so taking out the last serving ones waits the
    * readiness grace whichever way it was asked for, and concurrent requests are checked one after the other.
+   * `whenAccepted`: answered as the grace begins rather than after it (`accept`).
    */
-  private throughPrimary(action: 'cordon' | 'drain', value: boolean): Promise<unknown[]> {
+  private throughPrimary(action: 'cordon' | 'drain', value: boolean, whenAccepted: true): Promise<unknown[] | AcceptedAfterGrace>;
+  private throughPrimary(action: 'cordon' | 'drain', value: boolean): Promise<unknown[]>;
+  private throughPrimary(action: 'cordon' | 'drain', value: boolean, whenAccepted = false): Promise<unknown[] | AcceptedAfterGrace> {
     const { config, workerRuntime } = this.deps;
     const timeoutMs = config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000;
-    return workerRuntime!.rpc.call('primary.workerState', { action, value }, timeoutMs);
+    return workerRuntime!.rpc.call('primary.workerState', { action, value, ...(whenAccepted ? { whenAccepted } : {}) }, timeoutMs);
   }
 
   /** SPEC 3.4: stop serving these organizations (their requests get the fallback), or `false` to serve everyone. */

@@ -40,11 +40,11 @@ async function harness(t: Test, options: { managed?: boolean; answer?: (envelope
 t.test('a drain the node answers waits the drain budget; one nobody answers takes the node back into service', async (t) => {
   const answered = await harness(t, { answer: (envelope) => [{ server: String(envelope.server), worker: 0, ok: true, result: null }] });
   t.equal(await answered.actions.drain('b'), true);
-  t.same(answered.requests, [{ envelope: { method: 'drain', server: 'b', master: true, data: true }, timeoutMs: 42_000 }]);
+  t.same(answered.requests, [{ envelope: { method: 'drain', server: 'b', master: true, data: { value: true, wait: true } }, timeoutMs: 42_000 }], 'answered once drained, not once accepted');
 
   const silent = await harness(t);
   t.equal(await silent.actions.drain('b'), false, 'gone or too slow');
-  await t.resolveMatch(new Promise((resolve) => setImmediate(() => resolve(silent.requests.map((request) => request.envelope.data)))), [true, false], 'then undrained');
+  await t.resolveMatch(new Promise((resolve) => setImmediate(() => resolve(silent.requests.map((request) => request.envelope.data)))), [{ value: true, wait: true }, false], 'then undrained');
 });
 
 t.test("a node's refusal is an error naming the method, the node and its reason", async (t) => {

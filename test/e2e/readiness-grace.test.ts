@@ -117,9 +117,32 @@ t.test('graceful shutdown: /readyz 503 while the workers still serve, then the s
   t.equal(server.count((event) => event.event === 'shutdown:complete'), 1);
 });
 
-t.test('a cordon sent to the workers themselves (broadcast) waits the grace too: the last one serves with /readyz 503 until it ends', async (t) => {
+t.test('a cordon envelope sent to the workers themselves (broadcast) waits the grace too, and is answered at once: the last one says accepted, and serves with /readyz 503 until the uncordon cancels it', async (t) => {
   const server = await cordonServer();
-  const broadcast = server.command<{ replies: Array<{ worker: number; ok: boolean }> }>('request', { envelope: { method: 'cordon', broadcast: true, data: true }, timeoutMs: 60_000 }, 70_000);
+  const result = await server.command<{ replies: Array<{ worker: number; ok: boolean; result: any }>; missing: unknown[] }>('request', { envelope: { method: 'cordon', broadcast: true, data: true } });
+  t.same(result.missing, [], 'both workers answered, within the default timeout of a grace of ten minutes');
+  t.same(result.replies.map((reply) => reply.ok), [true, true]);
+  const accepted = result.replies.filter((reply) => reply.result.accepted === true);
+  t.equal(accepted.length, 1, 'one worker was the last serving: its cordon waits the grace');
+  t.match(accepted[0]?.result, { status: 'ready', accepted: true, effectiveInMs: 600_000 }, 'it says so, and that it still serves');
+  await untilWorkersNotReady(server.port);
+  for (let i = 0; i < 4; i++) {
+    t.equal((await request(server.port, '/readyz')).status, 503, '/readyz 503 during the grace');
+    t.equal((await request(server.port, '/whoami')).status, 200, 'requests still served by a worker, no redirect');
+  }
+  await server.command('request', { envelope: { method: 'cordon', broadcast: true, data: false } });
+  const seen = new Set<number>();
+  for (let i = 0; i < 6; i++) {
+    const ready = await request(server.port, '/readyz');
+    t.equal(ready.status, 200, 'ready again');
+    seen.add(ready.json().worker as number);
+  }
+  t.same([...seen].sort(), [1, 2], 'both serve: the cordon waiting for the grace was cancelled');
+});
+
+t.test('a cordon envelope with wait: true is answered once applied: the last worker waits the grace before it answers', async (t) => {
+  const server = await cordonServer();
+  const broadcast = server.command<{ replies: Array<{ worker: number; ok: boolean }> }>('request', { envelope: { method: 'cordon', broadcast: true, data: { value: true, wait: true } }, timeoutMs: 60_000 }, 70_000);
   const cordon = watch(broadcast);
   await untilWorkersNotReady(server.port);
   for (let i = 0; i < 4; i++) {
