@@ -53,7 +53,8 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
           '(both given must agree). A method whose subsystem is off here answers `disabled`, naming the setting. ' +
           'A `cordon` or `drain` that takes out the last serving workers first turns `/readyz` to 503 for the readiness grace ' +
           '(`lifecycle.readinessGraceMs`) and is applied after it: it is answered at once, `{ accepted: true, effectiveInMs }` ' +
-          '(with `data: { value, wait: true }`, once applied).',
+          '(with `data: { value, wait: true }`, once applied). `shed` acts on a whole server: address its primary; a `worker` ' +
+          'target is refused.',
         security: [{ bearer: [] }],
         body: ControlRequest,
         response: {
@@ -63,6 +64,7 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
             ENVELOPE_ERRORS.invalidJson,
             { code: 'invalid_request', message: 'wroker: unknown field' },
             { code: 'no_target', message: 'the envelope names no target (server, cluster, worker, master, broadcast or organization_id)' },
+            { code: 'invalid_target', message: 'shed applies to the whole server: use master: true or server: <id>, not worker' },
             { code: 'bad_request', message: 'confirm must be this server\'s id ("srv-a")' },
             {
               code: 'bad_request',

@@ -13,7 +13,7 @@ export const ControlRequest = Type.Object(
     $id: 'ControlRequest',
     examples: [
       { method: 'cordon', server: 'srv-b', worker: 2, value: true },
-      { method: 'shed', server: 'srv-b', worker: 2, organizations: ['org_abc123'] },
+      { method: 'shed', server: 'srv-b', master: true, organizations: ['org_abc123'] },
       { method: 'status', broadcast: true, master: true },
       { method: 'cordon', worker: 2, data: true },
     ],

@@ -51,7 +51,7 @@ export interface DeliveredEnvelope extends IpcEnvelope {
   meta: EnvelopeMeta;
 }
 
-export type IpcErrorCode = 'invalid_envelope' | 'no_target' | 'too_large' | 'unknown_method' | 'handler_failed' | 'forbidden' | 'unavailable' | 'bad_request';
+export type IpcErrorCode = 'invalid_envelope' | 'no_target' | 'invalid_target' | 'too_large' | 'unknown_method' | 'handler_failed' | 'forbidden' | 'unavailable' | 'bad_request';
 
 /**
  * Each IPC error code declared once with the HTTP status it answers on the control surface (the codes several
@@ -60,6 +60,7 @@ export type IpcErrorCode = 'invalid_envelope' | 'no_target' | 'too_large' | 'unk
 export const IPC_CODES = {
   invalid_envelope: SHARED_CODES.invalidEnvelope,
   no_target: errorCode('no_target', 400),
+  invalid_target: errorCode('invalid_target', 400),
   bad_request: errorCode('bad_request', 400),
   too_large: errorCode('too_large', 413),
   unknown_method: SHARED_CODES.unknownMethod,

@@ -28,6 +28,15 @@ export interface TargetPlan {
 const TARGET_FIELDS = ['server', 'cluster', 'worker', 'master', 'broadcast', 'organization_id'] as const;
 
 /**
+ * Methods that act on a whole server, whichever of its processes receives them, and so take no `worker` target:
+ * the primary hands each connection to a worker before the request names its organization, so one worker
+ * cannot stop serving one organization while the others serve it (SPEC 3.4).
+ */
+const SERVER_WIDE: Readonly<Record<string, string>> = {
+  shed: 'shed applies to the whole server: use master: true or server: <id>, not worker',
+};
+
+/**
  * SPEC 5.2 targeting, as a pure function. Servers are selected by `server` / `cluster` (default: this one);
  * within a selected server an explicit `worker` list wins over `broadcast`, `organization_id` scopes to the
  * workers serving it, and `master` adds the primary. Naming a server and nothing inside it addresses its
@@ -37,6 +46,7 @@ export function resolveTargets(envelope: IpcEnvelope, view: TargetView, fromPeer
   if (!TARGET_FIELDS.some((field) => envelope[field] !== undefined && envelope[field] !== false)) {
     throw new IpcError('no_target', 'the envelope names no target (server, cluster, worker, master, broadcast or organization_id)');
   }
+  if (envelope.worker !== undefined && Object.hasOwn(SERVER_WIDE, envelope.method)) throw new IpcError('invalid_target', SERVER_WIDE[envelope.method]!, 'worker');
   const servers = asList(envelope.server);
   const clusters = asList(envelope.cluster);
   const selected = servers ? servers.includes(view.serverId) : clusters ? clusters.includes(view.cluster) : true;

@@ -134,8 +134,12 @@ t.test('shedding is in effect when /control answers, and a worker started later 
   t.equal(acmeReply.json().worker, 1, 'served by the replacement');
   t.not(acmeReply.json().pid, old.pid);
 
-  // Asked of a worker, shedding is passed to the primary and applied by every worker.
-  const unshed = await post(server.port, { method: 'shed', worker: 1, data: false }, { key: acme.adminKey });
+  // Shedding is per server: asked of one worker, it is refused and nothing changes.
+  const ofWorker = await post(server.port, { method: 'shed', worker: 1, data: false }, { key: acme.adminKey });
+  t.equal(ofWorker.status, 400);
+  t.equal(ofWorker.json.error.code, 'invalid_target', JSON.stringify(ofWorker.json));
+  t.equal((await request(server.port, '/whoami', { host: 'globex.test' })).status, 307, 'still shed');
+  const unshed = await post(server.port, { method: 'shed', master: true, data: false }, { key: acme.adminKey });
   t.equal(unshed.status, 200);
   t.ok(unshed.json.replies[0].ok, JSON.stringify(unshed.json));
   t.equal((await post(server.port, { method: 'cordon', worker: 2, data: false }, { key: acme.adminKey })).status, 200);

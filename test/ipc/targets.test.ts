@@ -52,6 +52,18 @@ t.test('no target is an error', async (t) => {
   t.throws(() => plan({ master: false, broadcast: false }), { code: 'no_target' });
 });
 
+t.test('shed acts on the whole server: a worker target is refused, its server-wide targets are routed', async (t) => {
+  const refusal = { code: 'invalid_target', statusCode: 400, field: 'worker', message: 'shed applies to the whole server: use master: true or server: <id>, not worker' };
+  for (const envelope of [{ worker: 2 }, { worker: [1, 2] }, { server: 'b', worker: 2 }, { master: true, worker: 1 }, { worker: 1, broadcast: true }]) {
+    t.throws(() => resolveTargets({ method: 'shed', ...envelope }, view), refusal, JSON.stringify(envelope));
+    t.throws(() => resolveTargets({ method: 'shed', ...envelope }, view, true), refusal, `${JSON.stringify(envelope)} from a peer`);
+  }
+  t.same(resolveTargets({ method: 'shed', master: true }, view), { master: true, workers: [], forward: undefined });
+  t.same(resolveTargets({ method: 'shed', server: 'b' }, view), { master: false, workers: [], forward: { servers: ['b'] } });
+  t.same(resolveTargets({ method: 'shed', broadcast: true }, view), { master: false, workers: [1, 2, 3], forward: { all: true, organization_id: undefined } }, 'every worker of every server: every server');
+  t.same(resolveTargets({ method: 'status', worker: 2 }, view), { master: false, workers: [2], forward: undefined }, 'other methods take worker targets');
+});
+
 t.test('single process: primary and worker 0 are one target', async (t) => {
   const single: TargetView = { serverId: 'a', cluster: 'c', singleProcess: true, workers: [0], serves: () => false };
   t.same(resolveTargets({ method: 'm', master: true, broadcast: true }, single), { master: true, workers: [], forward: { all: true, organization_id: undefined } });
