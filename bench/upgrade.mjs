@@ -5,7 +5,7 @@
 //   restart-master   `ctl restart --master --value '{"isPrimary": true}'`: the primary stops gracefully and exits
 //                    75; a service manager (emulated here: this script starts it again on exit code 75) restarts
 //                    it. The port is closed from the old primary's exit until the new one has bound it.
-//   rolling          `ctl restart --master`: a rolling restart of the workers, the primary staying (the baseline
+//   rolling          `ctl restart --broadcast`: a rolling restart of the workers, the primary staying (the baseline
 //                    of a change that needs no new primary).
 //
 // Each run starts one `fleetplane start` (2 workers) of this build, puts the paced load of bench/runtime on it
@@ -147,7 +147,7 @@ async function run(mode, tmpDir, index) {
     } else if (mode === 'restart-master') {
       await cli(['ctl', 'restart', '--master', '--value', '{"isPrimary":true}', '--data-dir', dataDir]);
     } else {
-      await cli(['ctl', 'restart', '--master', '--data-dir', dataDir]);
+      await cli(['ctl', 'restart', '--broadcast', '--data-dir', dataDir]);
     }
     await until(async () => {
       const status = await primaryStatus(dataDir);

@@ -54,7 +54,9 @@ const control: FastifyPluginAsyncTypebox = async (app) => {
           'A `cordon` or `drain` that takes out the last serving workers first turns `/readyz` to 503 for the readiness grace ' +
           '(`lifecycle.readinessGraceMs`) and is applied after it: it is answered at once, `{ accepted: true, effectiveInMs }` ' +
           '(with `data: { value, wait: true }`, once applied). `shed` acts on a whole server: address its primary; a `worker` ' +
-          'target is refused.',
+          'target is refused. `restart` addressed to the primary is the hand-over to a new primary (answered once the new one is ' +
+          'started, with its pid); sent to the workers with `broadcast` it is the rolling restart of them all, with `worker` the ' +
+          'replacement of that one.',
         security: [{ bearer: [] }],
         body: ControlRequest,
         response: {

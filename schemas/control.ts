@@ -40,6 +40,8 @@ export const ControlReply = Type.Object(
       { id: '0b7e2c1e-6a4f-4a55-9c43-2f1b4d0e9a10', replies: [{ server: 'srv-a', worker: 1, ok: true, result: { status: 'ready' } }], missing: [] },
       // A cordon of every worker of srv-b: /readyz answers 503 for the readiness grace, then the workers are cordoned.
       { id: '5d0c3f6e-2b1a-4c8e-9f7d-3a6b2e1c0d94', replies: [{ server: 'srv-b', worker: 0, ok: true, result: { accepted: true, effectiveInMs: 5000 } }], missing: [] },
+      // restart with master: true: a new primary is started, and takes the listening sockets once its workers are ready.
+      { id: 'a4e1b7c2-9d3f-4e6a-8b5c-1f2d3e4a5b6c', replies: [{ server: 'srv-a', worker: 0, ok: true, result: { accepted: true, restarting: 'primary', handover: { from: { pid: 4121 }, to: { pid: 5310 } } } }], missing: [] },
     ],
   },
 );

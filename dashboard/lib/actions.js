@@ -34,7 +34,8 @@ export function serverAction(kind, server, value) {
         ? { title: `Drain server ${server}`, detail: 'Every worker stops taking connections and ends its open ones gracefully.', confirm: 'Drain server', done: `Draining ${server}.`, envelopes: [{ method: 'drain', server, master: true, data: true }] }
         : { title: `Return server ${server} to service`, detail: 'Its workers take connections again.', confirm: 'Return to service', done: `${server} is back in service.`, envelopes: [{ method: 'drain', server, master: true, data: false }] };
     case 'rolling':
-      return { title: `Rolling restart of ${server}`, detail: 'One worker at a time: each replacement is ready before the old worker drains.', confirm: 'Restart workers', done: `Rolling restart of ${server} started.`, envelopes: [{ method: 'restart', server, master: true }] };
+      // Sent to the workers: `restart` of the primary itself (master: true) is the hand-over to a new primary.
+      return { title: `Rolling restart of ${server}`, detail: 'One worker at a time: each replacement is ready before the old worker drains.', confirm: 'Restart workers', done: `Rolling restart of ${server} started.`, envelopes: [{ method: 'restart', server, broadcast: true }] };
     default:
       throw new Error(`unknown action ${kind}`);
   }

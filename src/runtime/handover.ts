@@ -108,17 +108,33 @@ export class Handover {
     return this.running !== undefined;
   }
 
+  /** Resolves once the new primary serves; rejects with why this one keeps serving. */
   async start(trigger: string): Promise<HandoverResult> {
+    return this.launch(trigger).done;
+  }
+
+  /**
+   * The same hand-over, told as soon as the new primary is started: its pid, and `done`, which settles as
+   * `start` does (whoever launches it handles `done`). A refusal is thrown at once.
+   */
+  launch(trigger: string): { successor: number; done: Promise<HandoverResult> } {
     if (this.handedTo !== undefined) throw new HandoverError('refused', `this primary already handed over to pid ${this.handedTo}`);
     if (this.running) throw new HandoverError('refused', `a hand-over is already running (asked by ${this.running.trigger}${this.running.pid ? `, to pid ${this.running.pid}` : ''})`);
     const refusal = this.deps.refusal() ?? (this.parts ? undefined : 'this primary cannot hand over: it was built without the hand-over parts');
     if (refusal) throw new HandoverError('refused', refusal);
-    this.running = { trigger };
+    const running: { trigger: string; pid?: number } = { trigger };
+    this.running = running;
+    let attempt: Promise<HandoverResult>;
     try {
-      return await this.attempt(trigger, this.parts!);
-    } finally {
+      attempt = this.attempt(trigger, this.parts!);
+    } catch (error) {
       this.running = undefined;
+      throw error;
     }
+    const done = attempt.finally(() => {
+      this.running = undefined;
+    });
+    return { successor: running.pid!, done };
   }
 
   private attempt(trigger: string, parts: HandoverParts): Promise<HandoverResult> {

@@ -1,5 +1,5 @@
 import type { HandlerRegistry } from '../ipc/handlers.js';
-import { IpcError, flagOf } from '../ipc/envelope.js';
+import { IpcError, flagOf, type DeliveredEnvelope } from '../ipc/envelope.js';
 import type { ServerState } from './state.js';
 import type { ClusterStorage } from '../storage/index.js';
 import { registerStorageEnvelopes } from '../storage/envelopes.js';
@@ -31,6 +31,13 @@ function waitsForIt(data: unknown): boolean {
   return wait === true;
 }
 
+/**
+ * Whether the primary got the envelope as the primary (`master`, or a server named with nothing inside it),
+ * not as the worker it also is in single-process mode (`worker: 0`, `broadcast`, an organization scope).
+ */
+const addressesPrimary = (envelope: DeliveredEnvelope): boolean =>
+  envelope.master === true || (envelope.worker === undefined && envelope.broadcast !== true && envelope.organization_id === undefined);
+
 const PRIMARY_ONLY = 'the primary answers it: address it with master: true (fleetplane ctl <method> --master)';
 
 /**
@@ -60,9 +67,15 @@ export function registerBuiltins(handlers: HandlerRegistry, deps: BuiltinDeps): 
     const organizations = data === false ? false : Array.isArray(data) ? data : (data as { organizations?: unknown })?.organizations;
     return deps.state.shed(organizations as string[] | false);
   });
-  handlers.handle('restart', (data) => {
+  handlers.handle('restart', (data, envelope) => {
     const { isPrimary, handover } = (data ?? {}) as { isPrimary?: unknown; handover?: unknown };
-    return deps.state.restart({ isPrimary: Boolean(isPrimary), handover: handover === true });
+    // `fleetplane upgrade`: answered once the new primary serves. `isPrimary`: stop, for the service manager.
+    if (handover === true || isPrimary === true) return deps.state.restart({ isPrimary: isPrimary === true, handover: handover === true });
+    // The design's `restart` of the primary restarts the server application: the hand-over, no downtime.
+    if (deps.isPrimary && addressesPrimary(envelope)) return deps.state.restartPrimary();
+    // Every worker of the server (no organization scope): one rolling restart, however many workers ask for it.
+    if (envelope.broadcast === true && envelope.worker === undefined && envelope.organization_id === undefined) return deps.state.restartWorkers('restart envelope');
+    return deps.state.restart();
   });
   handlers.handle('reboot', (_data, envelope) => deps.state.reboot(envelope.confirm));
   handlers.handle('shutdown', (_data, envelope) => deps.state.shutdown(envelope.confirm));

@@ -210,6 +210,37 @@ export class ServerState {
     return { restarting: 'workers' };
   }
 
+  /**
+   * `restart` addressed to the primary (SPEC 3.5, 1.10): the server application restarts with no downtime — a
+   * new primary started from the code on disk takes the listening sockets, forks its workers, and once they
+   * are ready this one drains its own and exits 0. Answered as soon as the new primary is started, with its
+   * pid: it serves only after its workers are ready, longer than an envelope's caller waits, and this primary
+   * answers nothing after it left. A failure before then leaves this primary serving and is logged; a hand-over
+   * this primary cannot make (single-process mode, PID 1 of a container, another one running) is refused at once.
+   */
+  restartPrimary(): unknown {
+    const { primaryRuntime } = this.deps;
+    if (!primaryRuntime) throw new IpcError('bad_request', 'the primary restarts itself: address it with master: true');
+    let launched: { successor: number; done: Promise<unknown> };
+    try {
+      launched = primaryRuntime.handover.launch('restart envelope');
+    } catch (error) {
+      throw new IpcError('unavailable', `${(error as Error).message} (data: { "isPrimary": true } stops this primary instead, with exit code ${this.deps.config.lifecycle.restartExitCode} for its service manager to start it again)`);
+    }
+    // Its outcome is logged by the hand-over itself (committed, or aborted with the reason).
+    launched.done.catch(() => {});
+    return { accepted: true, restarting: 'primary', handover: { from: { pid: process.pid }, to: { pid: launched.successor } } };
+  }
+
+  /** SPEC 1.6: the rolling restart of this server's workers, one at a time, asked of the primary from any process. */
+  async restartWorkers(reason: string): Promise<unknown> {
+    const { primaryRuntime, workerRuntime } = this.deps;
+    // Answered at once: the caller may be one of the workers it replaces.
+    if (primaryRuntime) void primaryRuntime.restartWorkers({ reason }).catch((error) => this.deps.log.error({ err: error }, 'rolling restart failed'));
+    else await workerRuntime!.rpc.call('primary.restartWorkers', { reason });
+    return { restarting: 'workers' };
+  }
+
   /** @internal the primary's `master` section: the mesh knows its public and mesh URLs. */
   describeInventory(section: () => Record<string, unknown>): void {
     this.masterSection = section;

@@ -18,3 +18,7 @@ t.test('a cordon accepted to take effect after the readiness grace is said so, n
   const applied = [{ replies: [{ server: 'node-b', worker: 0, ok: true, result: ['cordoned', 'cordoned'] }] }];
   t.equal(actions.outcomeMessage(cordon, applied), 'Cordoned node-b.', 'applied at once: done');
 });
+
+t.test("the rolling restart is sent to the server's workers: restart of its primary is the hand-over", async (t) => {
+  t.same(actions.serverAction('rolling', 'node-b').envelopes, [{ method: 'restart', server: 'node-b', broadcast: true }]);
+});

@@ -97,6 +97,23 @@ t.test('a hand-over runs seed, sockets, go; commits only on taken; then drains, 
   await t.rejects(handover.start('again'), { code: 'refused', message: /already handed over to pid 4242/ });
 });
 
+t.test('launch tells the new primary\'s pid as soon as it is started, and done settles as start does; a refusal is thrown at once', async (t) => {
+  const { successor, handover } = setup();
+  const launched = handover.launch('restart envelope');
+  t.equal(launched.successor, 4242, 'the new primary, before it said anything');
+  t.same(successor.types(), [], 'nothing sent yet: the hand-over has only begun');
+  t.throws(() => handover.launch('again'), { code: 'refused', message: /a hand-over is already running \(asked by restart envelope, to pid 4242\)/ });
+  successor.say({ type: 'hello', pid: 4242, version: '2.0.0' });
+  successor.say({ type: 'sockets' });
+  successor.say({ type: 'ready' });
+  successor.say({ type: 'taken' });
+  t.match(await launched.done, { to: { pid: 4242, version: '2.0.0' }, trigger: 'restart envelope' });
+
+  const refused = setup({ refusal: () => 'this primary is shutting down' });
+  t.throws(() => refused.handover.launch('restart envelope'), { code: 'refused', message: 'this primary is shutting down' });
+  t.equal(refused.handover.inProgress, false);
+});
+
 t.test('one hand-over at a time: a second request is refused with who asked', async (t) => {
   const { successor, handover, clock } = setup();
   const first = handover.start('SIGUSR2');
