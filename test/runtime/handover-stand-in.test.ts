@@ -27,6 +27,7 @@ t.test('a stand-in forwards a signal caught as it took over to the primary the p
   );
   let primaryOutput = '';
   primary.stdout!.on('data', (chunk) => (primaryOutput += chunk));
+  const primaryExit = once(primary, 'exit');
   await until('the new primary to listen', () => (primaryOutput.includes('ready') ? true : undefined));
   writePidFile(dataDir, primary.pid!);
 
@@ -49,6 +50,9 @@ t.test('a stand-in forwards a signal caught as it took over to the primary the p
   await until('the new primary to receive the forwarded SIGTERM', () => (primaryOutput.includes('SIGTERM') ? true : undefined), 10_000, {
     last: () => ({ primary: primaryOutput, standIn: standInOutput }),
   });
+  // It says so before it removes its pid file: what it left is looked at once it has exited.
+  const [primaryCode] = await primaryExit;
+  t.equal(primaryCode, 0);
   t.notOk(existsSync(path.join(dataDir, PID_FILE)), 'the primary stopped gracefully');
   const [code] = await standInExit;
   t.equal(code, 0, 'the stand-in exits 0 once the primary stopped gracefully');
