@@ -35,6 +35,26 @@ export function blocksOf(heading: string): string[] {
   return blocks;
 }
 
+/**
+ * The example replies a block shows as comments, `# {"status":"ready",…}` after a command or on a line of its
+ * own: every comment that is a JSON object or array, as a pattern for what the command prints on one line, where
+ * `…` stands for anything (a `curl -s` reply ends without a newline, so the next output may follow on its line).
+ */
+export function exampleReplies(block: string): Array<{ example: string; pattern: RegExp }> {
+  return [...block.matchAll(/(?:^|\s)# ([{[].*)$/gm)].map(([, example]) => {
+    const text = example!.trimEnd();
+    const source = text.split('…').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('[^\\n]*');
+    return { example: text, pattern: new RegExp(source) };
+  });
+}
+
+/** Every example reply of `block` is in what running it printed; answers how many the block shows. */
+export function matchExampleReplies(t: Test, block: string, printed: string): number {
+  const examples = exampleReplies(block);
+  for (const { example, pattern } of examples) t.match(printed, pattern, `the example reply ${example} is what the block printed`);
+  return examples.length;
+}
+
 /** A working directory where `npx fleetplane` is this build, as it is for a user who installed the package. */
 export function workingDirectory(): string {
   const cwd = tempDir('fleetplane-readme-');

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Foreground, Session, blocksOf, cloneDirectory, portMap, recipeEnv, until } from './readme-fixture.js';
+import { Foreground, Session, blocksOf, cloneDirectory, matchExampleReplies, portMap, recipeEnv, until } from './readme-fixture.js';
 import { request } from '../helpers/server-process.js';
 
 t.setTimeout(300_000);
@@ -18,20 +18,28 @@ t.test('README "The first ten minutes", run as written: start, key, provider, wo
 
   const session = new Session(t, { cwd });
   const [key, workflow, docs, cordon] = second.map(substitute);
+  // The replies the README shows as comments (`# {"status":"ready",…}`) are compared with what each block printed.
+  let examples = 0;
   const status = await session.run(key!);
+  examples += matchExampleReplies(t, second[0]!, status);
   t.match(status, /\{"status":"ready","server":"[^"]+","worker":1,"version":"[^"]+"\}/, 'healthz answers');
   t.match(status, /^\S+ +worker 1 +\d+ +ready /m, 'ctl status answers from the worker through the control socket: a row of its table');
 
   const made = await session.run(workflow!);
+  examples += matchExampleReplies(t, second[1]!, made);
   t.match(made, /POST \/items\/42 \{"title":"Item hi"\} → 201/, 'the example upstream got the workflow\'s request');
   t.match(made, /\{"make-item":\[\{"created":\{[^\n]*"id":"42","title":"Item hi"/, 'the workflow answers what the upstream created');
 
-  t.match(await session.run(docs!), /^\{"openapi":"3\.1\.0"/m, 'the OpenAPI document');
+  const document = await session.run(docs!);
+  t.match(document, /^\{"openapi":"3\.1\.0"/m, 'the OpenAPI document');
+  examples += matchExampleReplies(t, second[2]!, document);
   const page = await request(port(8080), '/docs');
   t.equal(page.status, 200);
   t.match(page.body, /<title>Fleetplane API<\/title>/, '/docs is the UI page');
 
   const fallback = await session.run(cordon!);
+  examples += matchExampleReplies(t, second[3]!, fallback);
+  t.ok(examples >= 3, `the section's example replies were all compared (${examples})`);
   t.match(fallback, /HTTP\/1\.1 307 Temporary Redirect\r?\nlocation: https:\/\/lb\.example\.com\/anything/i, 'cordoned: the primary answers with a 307 to the load balancer');
   t.match(fallback, /\{"status":"ready"/, 'uncordoned: ready again');
   t.notMatch(fallback, /error|no answer/i, 'every ctl command was answered');
