@@ -33,6 +33,11 @@ t.test('the README opens with its contents, which list every section, and every 
   for (const page of DOCS) t.match(README, `](docs/${page})`, `docs/${page} is linked from the README`);
 });
 
+t.test('the README is what a newcomer reads in one sitting: at most 500 lines, the rest in docs/', async (t) => {
+  const lines = README.split('\n').length;
+  t.ok(lines <= 500, `README.md has ${lines} lines`);
+});
+
 t.test('the benchmark tables of the README and docs/benchmarks.md are what bench/results say', async (t) => {
   const checked = spawnSync(process.execPath, [path.join(root, 'scripts', 'bench-summary.mjs'), '--check'], { encoding: 'utf8', timeout: 120_000 });
   t.equal(checked.status, 0, checked.stderr || 'the tables match the result files');

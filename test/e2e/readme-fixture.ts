@@ -5,17 +5,16 @@ import type { Test } from 'tap';
 import { CLI, cleanEnv, freePort, tempDir } from '../helpers/server-process.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '..', '..');
-const README = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-
 /**
- * The shell blocks of the README section under `heading` (up to the next heading of its level or higher), as a
- * reader copies them: fenced `sh`/`bash` blocks, dedented by their fence's indentation (blocks inside a list).
+ * The shell blocks of the section under `heading` (up to the next heading of its level or higher) of `file` (the
+ * README or a page of docs/, relative to the repository), as a reader copies them: fenced `sh`/`bash` blocks,
+ * dedented by their fence's indentation (blocks inside a list).
  */
-export function blocksOf(heading: string): string[] {
-  const lines = README.split('\n');
+export function blocksOf(file: string, heading: string): string[] {
+  const lines = readFileSync(path.join(ROOT, file), 'utf8').split('\n');
   const level = /^#+/.exec(heading)![0].length;
   const first = lines.indexOf(heading);
-  if (first < 0) throw new Error(`README has no heading "${heading}"`);
+  if (first < 0) throw new Error(`${file} has no heading "${heading}"`);
   const blocks: string[] = [];
   let fence: { indent: number; shell: boolean; lines: string[] } | undefined;
   for (const line of lines.slice(first + 1)) {
@@ -31,7 +30,7 @@ export function blocksOf(heading: string): string[] {
       fence.lines.push(line.slice(Math.min(fence.indent, line.length - line.trimStart().length)));
     }
   }
-  if (blocks.length === 0) throw new Error(`README section "${heading}" has no shell block`);
+  if (blocks.length === 0) throw new Error(`${file} section "${heading}" has no shell block`);
   return blocks;
 }
 

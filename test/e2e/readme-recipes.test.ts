@@ -34,8 +34,8 @@ const localPids = (root: string) => readdirSync(root).flatMap((entry) => {
   return existsSync(file) ? [(JSON.parse(readFileSync(file, 'utf8')) as { pid: number }).pid] : [];
 });
 
-t.test('README "Three servers on one host", run as written (data directories not created beforehand): one admin key is saved, every server serves and they mesh', async (t) => {
-  const [script] = blocksOf('### Three servers on one host');
+t.test('docs/mesh.md "Three servers on one host", run as written (data directories not created beforehand): one admin key is saved, every server serves and they mesh', async (t) => {
+  const [script] = blocksOf('docs/mesh.md', '## Three servers on one host');
   const { port, substitute } = await portMap([8080, 8081, 8082, 8090, 8091, 8092]);
   const run = substitute(script!);
   t.not(run, script, 'the ports were found in the recipe');
@@ -44,7 +44,7 @@ t.test('README "Three servers on one host", run as written (data directories not
   for (const fixed of [8080, 8081, 8082]) await ready(port(fixed), servers);
   const keyFiles = ['data-a', 'data-b', 'data-c'].map((dir) => path.join(cwd, dir, 'admin.key')).filter((file) => existsSync(file));
   t.equal(keyFiles.length, 1, 'exactly one server created the organization and saved its admin key');
-  t.equal(spawnSync('bash', ['-c', 'cat data-*/admin.key'], { cwd, encoding: 'utf8' }).stdout.trim().split('\n').length, 1, 'the README\'s `cat data-*/admin.key` reads that one key');
+  t.equal(spawnSync('bash', ['-c', 'cat data-*/admin.key'], { cwd, encoding: 'utf8' }).stdout.trim().split('\n').length, 1, 'the recipe\'s `cat data-*/admin.key` reads that one key');
   t.match(servers.output, /saved to .*admin\.key \(mode 0600\); read it from there\./, 'where the key is, printed (stdout is not a terminal)');
   t.notMatch(servers.output, /Error|ENOENT|\n\s+at /, 'no error and no stack trace');
 
@@ -58,8 +58,8 @@ t.test('README "Three servers on one host", run as written (data directories not
   t.same([...answering].sort(), ['node-a', 'node-b', 'node-c'], 'ctl status --broadcast answers from all three servers');
 });
 
-t.test('README "A managed fleet" on one host, run as written: the tenant in both stores under one id, a server created, confirmed and retired', async (t) => {
-  const [parentBlock, tenantBlock, createBlock, terminateBlock] = blocksOf('### On one host, with the built-in `local` provider');
+t.test('docs/managed-fleet.md "On one host", run as written: the tenant in both stores under one id, a server created, confirmed and retired', async (t) => {
+  const [parentBlock, tenantBlock, createBlock, terminateBlock] = blocksOf('docs/managed-fleet.md', '## On one host, with the built-in `local` provider');
   const { port, substitute } = await portMap([8080]);
   const cwd = workingDirectory();
   const root = localRoot(t, cwd);
@@ -98,8 +98,8 @@ t.test('README "A managed fleet" on one host, run as written: the tenant in both
   await parent.stop();
 });
 
-t.test('README "A scale-out on one host", run as written: below minClusterSize, the autoscaler asks the local provider for a second server', async (t) => {
-  const [startBlock, policyBlock] = blocksOf('### A scale-out on one host, with the built-in `local` provider');
+t.test('docs/autoscaling.md "A scale-out on one host", run as written: below minClusterSize, the autoscaler asks the local provider for a second server', async (t) => {
+  const [startBlock, policyBlock] = blocksOf('docs/autoscaling.md', '## A scale-out on one host, with the built-in `local` provider');
   const { port, substitute } = await portMap([8080, 8090]);
   const cwd = workingDirectory();
   const root = localRoot(t, cwd);
@@ -118,8 +118,8 @@ t.test('README "A scale-out on one host", run as written: below minClusterSize, 
   await until('the started server to stop with the first', () => localPids(root).every((pid) => !isAlive(pid)), 60_000);
 });
 
-t.test('README "Routing hooks", tried on one host as written: the node registers with the example edge once ready and withdraws at Ctrl-C', async (t) => {
-  const [edgeBlock, nodeBlock] = blocksOf('### Routing hooks');
+t.test('docs/lifecycle.md "Routing hooks", tried on one host as written: the node registers with the example edge once ready and withdraws at Ctrl-C', async (t) => {
+  const [edgeBlock, nodeBlock] = blocksOf('docs/lifecycle.md', '## Routing hooks');
   const { port, substitute } = await portMap([8080, 9000]);
   const cwd = cloneDirectory(substitute);
   const edge = new Foreground(t, substitute(edgeBlock!), { cwd });
@@ -137,8 +137,8 @@ t.test('README "Routing hooks", tried on one host as written: the node registers
   t.notMatch(node.output, /routing workflow failed/, 'the workflow ran');
 });
 
-t.test('README "Cluster repositories", tried on one host as written: the document found by name, the checkout cloned at start, a change pushed at shutdown', async (t) => {
-  const [startBlock, setupBlock, changeBlock] = blocksOf('### Cluster repositories');
+t.test('docs/lifecycle.md "Cluster repositories", tried on one host as written: the document found by name, the checkout cloned at start, a change pushed at shutdown', async (t) => {
+  const [startBlock, setupBlock, changeBlock] = blocksOf('docs/lifecycle.md', '## Cluster repositories');
   const { port, substitute } = await portMap([8080]);
   const cwd = workingDirectory();
   const start = substitute(startBlock!);

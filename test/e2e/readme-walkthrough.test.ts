@@ -5,7 +5,7 @@ import { request } from '../helpers/server-process.js';
 t.setTimeout(300_000);
 
 t.test('README "The first ten minutes", run as written: start, key, provider, workflow, /docs, cordon and the 307', async (t) => {
-  const [first, ...second] = blocksOf('## The first ten minutes');
+  const [first, ...second] = blocksOf('README.md', '## The first ten minutes');
   // The fixed ports change (the machine is shared); `npm install` is what this checkout already did.
   const { port, substitute } = await portMap([8080, 9000]);
   const start = first!.split('\n').filter((line) => line.trim() !== 'npm install').join('\n');
