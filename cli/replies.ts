@@ -1,5 +1,6 @@
 import type { RequestResult, TargetReply } from '../src/ipc/handlers.js';
 import { table } from './table.js';
+import { isAcceptedAfterGrace } from '../src/runtime/readiness-grace.js';
 
 /**
  * What `ctl` and `status` print for people: a table for the methods whose answers are figures (`status`,
@@ -84,6 +85,8 @@ export function scaleTable(replies: readonly TargetReply[], now = Date.now()): s
 
 /** A reply's result on one line: `status=cordoned worker=1` for a flat object, JSON for what nests. */
 export function describeResult(result: unknown): string {
+  // A cordon or drain waiting for the readiness grace was accepted: said as a person would, not as fields.
+  if (isAcceptedAfterGrace(result)) return `accepted: takes effect after the readiness grace (${formatDuration(result.effectiveInMs)})`;
   if (result === null || typeof result !== 'object' || Array.isArray(result)) return JSON.stringify(result) ?? String(result);
   const fields = Object.entries(result as Record<string, unknown>).map(([key, value]) => {
     const text = typeof value === 'string' && /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value);

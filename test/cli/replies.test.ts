@@ -76,6 +76,12 @@ t.test('other results read as key=value; what nests stays JSON', async (t) => {
   t.equal(describeResult(['a']), '["a"]');
 });
 
+t.test('a cordon accepted until the readiness grace ends says so in words', async (t) => {
+  t.equal(describeResult({ accepted: true, effectiveInMs: 5000 }), 'accepted: takes effect after the readiness grace (5 s)');
+  t.equal(describeResult({ accepted: true, effectiveInMs: 5000, worker: 1, status: 'ready' }), 'accepted: takes effect after the readiness grace (5 s)');
+  t.equal(describeResult({ command: 'reboot', accepted: true }), 'command=reboot accepted=true', 'another accepted reply keeps its fields');
+});
+
 t.test('durations a person reads at a glance', async (t) => {
   t.equal(formatDuration(7_498), '7 s');
   t.equal(formatDuration(300_000), '5 min');
