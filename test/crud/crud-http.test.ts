@@ -1,12 +1,11 @@
 import Fastify from 'fastify';
 import t from 'tap';
-import WebSocket from 'ws';
 import type { AddressInfo } from 'node:net';
 import { key } from '../auth/fixtures/tenants.js';
 import { automationApp, postJson } from '../api/fixtures/app.js';
 import crudRoutes from '../../routes/crud.js';
 import { CrudEnvelope, parseCrudEnvelope } from '../../src/crud/envelope.js';
-import { until } from '../helpers/wait.js';
+import { envelopeSocket } from '../helpers/envelope-socket.js';
 
 const fixture = await automationApp();
 t.teardown(() => fixture.close());
@@ -115,20 +114,12 @@ t.test('bad envelopes are 4xx naming the problem and change nothing', async (t) 
 t.test('the same envelopes over the WebSocket', async (t) => {
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { port } = app.server.address() as AddressInfo;
-  const socket = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { host: acme.host, authorization: `Bearer ${acme.adminKey}` }, perMessageDeflate: false });
-  t.teardown(() => socket.terminate());
-  const frames: any[] = [];
-  socket.on('message', (data) => frames.push(JSON.parse(String(data))));
-  await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
-  const ask = async (frame: Record<string, unknown>) => {
-    socket.send(JSON.stringify(frame));
-    return until(`the reply to ${String(frame.requestId)}`, () => frames.find((reply) => reply.id === frame.requestId), 10_000, { everyMs: 5 });
-  };
+  const { ask, socket } = await envelopeSocket(t, `ws://127.0.0.1:${port}/ws`, { host: acme.host, authorization: `Bearer ${acme.adminKey}` });
   t.match(await ask({ requestId: 1, method: 'object.create', collection: 'servers_config', documents: [{ name: 'routing', type: 'routing' }] }), { ok: true, result: { insertedIds: [String] } });
   t.match(await ask({ requestId: 2, method: 'object.read', collection: 'servers_config' }), { ok: true, result: { documents: [{ name: 'routing', organization_id: acme.organization_id }] } });
   t.match(await ask({ requestId: 3, method: 'object.read', collection: 'webhooks' }), { ok: true, result: { documents: [{ verify: { secret: '[redacted]' } }] } });
   for (let i = 0; i < 6; i++) t.match(await ask({ requestId: `dup-${i}`, method: 'object.create', collection: 'servers_config', documents: [{ name: 'routing', type: 'routing' }] }), { ok: false, error: { code: 'duplicate_key' } });
-  t.equal(socket.readyState, WebSocket.OPEN, 'refused CRUD envelopes do not count as abuse');
+  t.equal(socket.readyState, socket.OPEN, 'refused CRUD envelopes do not count as abuse');
   t.match(await ask({ requestId: 4, method: 'object.read', collection: 'x', bogus: 1 }), { ok: false, error: { code: 'invalid_envelope', message: /^bogus: unknown field/ } });
   t.match(await ask({ requestId: 5, method: 'object.read', colection: 'x' }), { ok: false, error: { code: 'invalid_envelope', message: 'colection: unknown field (did you mean "collection"?)' } });
 });

@@ -1,7 +1,6 @@
 import t from 'tap';
-import WebSocket from 'ws';
 import { post, sealedApp } from '../secrets/fixtures/sealed-app.js';
-import { until } from '../helpers/wait.js';
+import { envelopeSocket } from '../helpers/envelope-socket.js';
 
 // The server as `start` wires it: CRUD over the sealing store, so stored secrets are in their sealed form.
 const fixture = await sealedApp();
@@ -126,15 +125,7 @@ t.test("another organization's admin key gets the usual isolation answer: these 
 });
 
 t.test('the same check over the WebSocket', async (t) => {
-  const socket = new WebSocket(`${fixture.baseUrl.replace('http', 'ws')}/ws`, { headers: { host: acme.host, authorization: `Bearer ${acme.adminKey}` }, perMessageDeflate: false });
-  t.teardown(() => socket.terminate());
-  const frames: any[] = [];
-  socket.on('message', (data) => frames.push(JSON.parse(String(data))));
-  await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
-  const ask = async (frame: Record<string, unknown>) => {
-    socket.send(JSON.stringify(frame));
-    return until(`the reply to ${String(frame.requestId)}`, () => frames.find((reply) => reply.id === frame.requestId), 10_000, { everyMs: 5 });
-  };
+  const { ask } = await envelopeSocket(t, `${fixture.baseUrl.replace('http', 'ws')}/ws`, { host: acme.host, authorization: `Bearer ${acme.adminKey}` });
   const before = await storedAll('apis');
   t.match(await ask({ requestId: 'set-junk', method: 'object.update', collection: 'apis', filter: { name: 'items' }, update: { $set: { baseUrl: 'file:///etc/passwd' } } }), {
     ok: false,
