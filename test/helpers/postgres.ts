@@ -13,7 +13,7 @@ export { postgresBin, postgresUnavailable, type PostgresServer } from './postgre
 /** A few connections more than the tests open (3 processes' pools and listeners, and the test's own). */
 const TEST_SETTINGS: Record<string, string | number> = { max_connections: 40 };
 
-/** Starts a server; the caller stops it with `stop()` in its teardown. */
+/** Starts a server (`listenAddress`, `netns` as postgres-server.mjs takes them); the caller stops it with `stop()` in its teardown. */
 export function startPostgres(options: Omit<StartPostgresOptions, 'onExit' | 'scale' | 'describe' | 'env'> = {}): Promise<PostgresServer> {
   return startServer({
     ...options,
