@@ -5,16 +5,15 @@
 // `npm run build`: `node bench/store-invalidation.mjs`. Writes bench/results/store-invalidation.{json,md}.
 //
 // The runner is host A: it starts its own PostgreSQL (bench/lib/postgres.mjs, with pg_stat_statements), writes
-// through a store without a feed, and forks this file twice (BENCH_ROLE=host) as host B with the feed and host B
-// polling, each on its own pool and its own role so the server counts each one's statements. Latency: from the
-// start of A's write to the moment a cache of B calls `clear()` (process.hrtime, the host's monotonic clock, is
-// shared by the processes). Environment: BENCH_FEED_WRITES (default 300), BENCH_POLL_WRITES (default 40),
+// through a store without a feed, and starts host B twice (bench/lib/invalidation.mjs, the method bench/store.mjs
+// shares), with the feed and polling, each on its own pool and its own role so the server counts each one's
+// statements. Latency: from the start of A's write to the moment a cache of B calls `clear()`. Environment: BENCH_FEED_WRITES (default 300), BENCH_POLL_WRITES (default 40),
 // BENCH_CACHES (caches per host in the latency phase, default 8), BENCH_IDLE_MS (default 5000).
-import { fork } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { IDLE_MODEL, InvalidationHost, REVALIDATE_MS, measureInvalidation, seedInvalidation } from './lib/invalidation.mjs';
 import { postgresBin, startPostgres } from './lib/postgres.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -24,150 +23,10 @@ const settings = {
   pollWrites: Number(process.env.BENCH_POLL_WRITES ?? 40),
   caches: Number(process.env.BENCH_CACHES ?? 8),
   idleMs: Number(process.env.BENCH_IDLE_MS ?? 5_000),
-  revalidateMs: 250,
-  idleModel: '3 caches as the key directory holds (organizations+keys twice, keys), each consulted every 10 ms, and the inventory change token read every 1 s as mesh discovery does; no writes anywhere',
+  revalidateMs: REVALIDATE_MS,
+  idleModel: IDLE_MODEL,
 };
-const nowNs = () => process.hrtime.bigint();
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-// ---------------------------------------------------------------- host B (a forked process)
-
-async function host() {
-  const { PostgresStore } = await import(dist('src/db/postgres/store.js'));
-  const { StoreCache } = await import(dist('src/db/store-cache.js'));
-  const feed = process.env.BENCH_FEED === '1';
-  const store = await PostgresStore.connect({ url: process.env.BENCH_URL }, { changeFeed: feed });
-  let onClear = () => undefined;
-  class TimedCache extends StoreCache {
-    clear() {
-      super.clear();
-      onClear(this);
-    }
-  }
-  const timers = [];
-  let caches = [];
-  const stopServing = () => {
-    timers.splice(0).forEach(clearInterval);
-    caches.splice(0).forEach((cache) => cache.close());
-  };
-  /** Consults `cache` every `everyMs`, reading from the store when it has no entry (one read at a time). */
-  const serve = (cache, everyMs, load) => {
-    let reading = false;
-    const consult = () => {
-      if (reading || cache.peek('item') !== undefined) return;
-      reading = true;
-      cache.get('item', load).finally(() => (reading = false));
-    };
-    consult();
-    timers.push(setInterval(consult, everyMs));
-  };
-  const load = async () => (await store.collection('bench_items').findOne({ _id: 'item' }))?.n ?? 0;
-  const commands = {
-    async latency({ caches: count }) {
-      caches = Array.from({ length: count }, () => new TimedCache(store, ['bench_items'], { revalidateMs: settings.revalidateMs, maxAgeMs: 3_600_000 }));
-      onClear = (cache) => process.send({ type: 'drop', cache: caches.indexOf(cache), t: String(nowNs()) });
-      // Polling caches started a fraction of the interval apart check the counters at different moments.
-      for (const cache of caches) {
-        serve(cache, 1, load);
-        await sleep(settings.revalidateMs / count);
-      }
-      if (feed) while (!store.feed.live) await sleep(10);
-    },
-    async idle() {
-      stopServing();
-      onClear = () => undefined;
-      caches = [['organizations', 'keys'], ['organizations', 'keys'], ['keys']].map((names) => new StoreCache(store, names));
-      for (const cache of caches) serve(cache, 10, async () => null);
-      const discovery = setInterval(() => void store.changeToken(['servers']).catch(() => undefined), 1_000);
-      timers.push(discovery);
-      if (feed) while (!store.feed.live) await sleep(10);
-    },
-    async stop() {
-      stopServing();
-      await store.close();
-      setImmediate(() => process.exit(0));
-    },
-  };
-  process.on('message', async ({ id, command, ...args }) => {
-    try {
-      process.send({ type: 'reply', id, value: await commands[command](args) });
-    } catch (error) {
-      process.send({ type: 'reply', id, error: String(error?.stack ?? error) });
-    }
-  });
-  process.send({ type: 'ready' });
-}
-
-// ---------------------------------------------------------------- runner (host A)
-
-class Host {
-  constructor(name, env) {
-    this.name = name;
-    this.drops = [];
-    this.pending = new Map();
-    this.nextId = 1;
-    this.child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, ...env, BENCH_ROLE: 'host' }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    this.ready = new Promise((resolve, reject) => {
-      this.child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
-      this.child.on('message', (message) => {
-        if (message.type === 'ready') resolve();
-        else if (message.type === 'drop') this.drops.push({ cache: message.cache, t: BigInt(message.t) });
-        else if (message.type === 'reply') {
-          const { resolve: done, reject: fail } = this.pending.get(message.id);
-          this.pending.delete(message.id);
-          if (message.error) fail(new Error(`${name}: ${message.error}`));
-          else done(message.value);
-        }
-      });
-    });
-  }
-
-  call(command, args = {}) {
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.child.send({ id, command, ...args });
-    });
-  }
-
-  /** The first drop of each cache after `since`, once every one of `count` caches dropped (or `timeoutMs` passed). */
-  async dropsAfter(since, count, timeoutMs = 3_000) {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const first = new Map();
-      for (const drop of this.drops) if (drop.t > since && !first.has(drop.cache)) first.set(drop.cache, drop.t);
-      if (first.size >= count) return [...first.values()];
-      if (Date.now() > deadline) throw new Error(`${this.name}: ${first.size} of ${count} caches dropped the entry within ${timeoutMs} ms`);
-      await sleep(1);
-    }
-  }
-}
-
-const percentile = (values, p) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-};
-const summary = (values) => ({ p50: +percentile(values, 50).toFixed(3), p99: +percentile(values, 99).toFixed(3), max: +Math.max(...values).toFixed(3), samples: values.length });
-const msSince = (start, end) => Number(end - start) / 1e6;
-
-async function measureLatency(writer, host, writes, pauseMs) {
-  const latencies = [];
-  const afterAck = [];
-  const writeTimes = [];
-  await host.call('latency', { caches: settings.caches });
-  for (let write = 0; write < writes; write += 1) {
-    await sleep(pauseMs());
-    const start = nowNs();
-    await writer.collection('bench_items').updateOne({ _id: 'item' }, { $inc: { n: 1 } });
-    const acknowledged = nowNs();
-    writeTimes.push(msSince(start, acknowledged));
-    for (const dropped of await host.dropsAfter(start, settings.caches)) {
-      latencies.push(msSince(start, dropped));
-      afterAck.push(msSince(acknowledged, dropped));
-    }
-  }
-  return { drop: summary(latencies), afterAck: summary(afterAck), write: summary(writeTimes), writes };
-}
 
 async function statementsByRole(server) {
   const { rows } = await server.query("SELECT r.rolname AS role, sum(s.calls)::int AS calls FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname IN ('host_feed', 'host_polling') GROUP BY r.rolname");
@@ -182,7 +41,7 @@ async function run() {
   const started = Date.now();
   const server = await startPostgres({ settings: { shared_preload_libraries: 'pg_stat_statements' } });
   const hosts = [];
-  const stopAll = () => hosts.forEach((entry) => entry.child.exitCode === null && entry.child.kill('SIGKILL'));
+  const stopAll = () => hosts.forEach((entry) => entry.kill());
   process.once('exit', stopAll);
   for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => process.exit(130));
   const bound = setTimeout(() => {
@@ -194,22 +53,22 @@ async function run() {
     const { PostgresStore } = await import(dist('src/db/postgres/store.js'));
     const writer = await PostgresStore.connect({ url: server.url() }, { changeFeed: false });
     await server.query('CREATE EXTENSION pg_stat_statements');
-    await writer.collection('bench_items').insertOne({ _id: 'item', n: 0 });
+    await seedInvalidation(writer);
     for (const role of ['host_feed', 'host_polling']) {
       await server.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'`);
       await server.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}`);
     }
     const version = (await server.query('SHOW server_version')).rows[0].server_version;
-    const fed = new Host('host B (change feed)', { BENCH_URL: server.url('host_feed', 'host_feed'), BENCH_FEED: '1' });
-    const polling = new Host('host B (polling)', { BENCH_URL: server.url('host_polling', 'host_polling'), BENCH_FEED: '0' });
+    const fed = new InvalidationHost('host B (change feed)', { url: server.url('host_feed', 'host_feed'), feed: true });
+    const polling = new InvalidationHost('host B (polling)', { url: server.url('host_polling', 'host_polling'), feed: false });
     hosts.push(fed, polling);
     await Promise.all([fed.ready, polling.ready]);
 
     // The feed drops at once: a short random pause lets the caches read the entry again between writes. Polling
     // drops at the next check of each cache: a write at a random moment of the interval, as writes come.
-    const feedLatency = await measureLatency(writer, fed, settings.feedWrites, () => 2 + Math.random() * 5);
+    const feedLatency = await measureInvalidation(writer, fed, { writes: settings.feedWrites, caches: settings.caches, pauseMs: () => 2 + Math.random() * 5 });
     await fed.call('idle');
-    const pollingLatency = await measureLatency(writer, polling, settings.pollWrites, () => Math.random() * settings.revalidateMs);
+    const pollingLatency = await measureInvalidation(writer, polling, { writes: settings.pollWrites, caches: settings.caches, pauseMs: () => Math.random() * settings.revalidateMs });
     await polling.call('idle');
 
     await sleep(1_000);
@@ -275,5 +134,4 @@ A host whose caches are not consulted at all makes no freshness statement either
   writeFileSync(path.join(directory, 'store-invalidation.md'), md);
 }
 
-if (process.env.BENCH_ROLE === 'host') await host();
-else await run();
+await run();
