@@ -76,6 +76,15 @@ export function poolOptions(settings: PostgresSettings): PoolConfig {
 }
 
 /**
+ * The longest one operation takes, from asking the pool for a connection to its last statement's answer: the
+ * longer of the connect and lock limits, and the client's read allowance past them. A server that hangs with its
+ * sockets open (frozen, or cut off without a reset) gets 503 store_unavailable this late: 8 s by default.
+ */
+export function operationDeadlineMs(settings: Pick<PostgresSettings, 'connectTimeoutMs' | 'operationTimeoutMs'>): number {
+  return Math.max(settings.connectTimeoutMs, settings.operationTimeoutMs) + 3_000;
+}
+
+/**
  * TCP keepalive of the listening connection: idle this long, then probes a second apart, ten of them (libuv's
  * fixed interval and count). A connection cut without a reset (a partition, a host gone) is noticed within about
  * 12 s without a query; then the caches read the counters again.

@@ -8,7 +8,8 @@ import { CHANNEL_SQL, PostgresChangeFeed } from './change-feed.js';
 import { PostgresCollection, type PostgresBackend, type Queryable } from './collection.js';
 import { connectError, isUnreachable, toStoreError } from './errors.js';
 import { assertSupportedServer, ensureSchema } from './schema.js';
-import { assertConnectionString, DEFAULT_POSTGRES_SETTINGS, describeConnection, listenerOptions, poolOptions, type PostgresSettings } from './settings.js';
+import { withinDeadline, tearDown, type Cutoff } from './deadline.js';
+import { assertConnectionString, DEFAULT_POSTGRES_SETTINGS, describeConnection, listenerOptions, operationDeadlineMs, poolOptions, type PostgresSettings } from './settings.js';
 
 /** Reads may use an index definition this much later than another process created it (writes never do). */
 const INDEX_DEFINITIONS_TTL_MS = 1_000;
@@ -46,6 +47,9 @@ export class PostgresStore implements Store, PostgresBackend {
   private readonly collections = new Map<string, PostgresCollection<Document>>();
   private readonly indexCache = new Map<string, { specs: IndexSpec[]; loadedAt: number }>();
   private readonly listeners = new ChangeListeners();
+  private readonly bumping = new Set<string>();
+  /** The longest an operation takes, from asking for a connection to its last answer (see `operationDeadlineMs`). */
+  private readonly deadlineMs: number;
   /** Absent when the store was opened without one: every change token is then read from the counters. */
   readonly feed: PostgresChangeFeed | undefined;
   private closed = false;
@@ -55,6 +59,7 @@ export class PostgresStore implements Store, PostgresBackend {
     settings: PostgresSettings,
     changeFeed: boolean,
   ) {
+    this.deadlineMs = operationDeadlineMs(settings);
     this.feed = changeFeed
       ? new PostgresChangeFeed({ client: () => new pg.Client(listenerOptions(settings)), changed: (collection) => this.listeners.notify(collection) })
       : undefined;
@@ -127,13 +132,40 @@ export class PostgresStore implements Store, PostgresBackend {
     return this.listeners.add(listener);
   }
 
-  /** Runs a read on a pooled connection, its failures translated. */
+  /** Runs a read on a pooled connection within the operation deadline, its failures translated. */
   async read<T>(collection: string, operation: (db: Queryable) => Promise<T>): Promise<T> {
     this.assertOpen();
     try {
-      return await operation(this.pool);
+      return await withinDeadline(this.deadlineMs, collection, (cutoff) => this.onConnection(cutoff, operation));
     } catch (error) {
       throw toStoreError(collection, error);
+    }
+  }
+
+  /**
+   * `operation` on a connection of the pool; past the deadline the connection is torn down (its statement fails
+   * at once and its slot frees) and one handed over too late goes straight back.
+   */
+  private async onConnection<T>(cutoff: Cutoff, operation: (db: pg.PoolClient, markBroken: () => void) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    if (cutoff.expired) {
+      client.release();
+      throw cutoff.error;
+    }
+    // A connection that fails while checked out reports here too (the failed query rejects as well).
+    const ignore = () => undefined;
+    client.on('error', ignore);
+    cutoff.onExpire(() => tearDown(client));
+    let broken = false;
+    try {
+      return await operation(client, () => (broken = true));
+    } catch (error) {
+      broken ||= cutoff.expired || isUnreachable(error);
+      throw error;
+    } finally {
+      client.removeListener('error', ignore);
+      // A connection in an unknown state is closed rather than handed to the next operation.
+      client.release(broken);
     }
   }
 
@@ -165,13 +197,14 @@ export class PostgresStore implements Store, PostgresBackend {
     let result: T;
     let version: number | undefined;
     try {
-      ({ result, version } = await this.inTransaction(collection, counts, operation));
+      ({ result, version } = await withinDeadline(this.deadlineMs, collection, (cutoff) => this.onConnection(cutoff, (client, markBroken) => this.inTransaction(client, markBroken, counts, collection, operation))));
     } catch (error) {
       const failure = toStoreError(collection, error);
-      // A write refused for the lock changed nothing, and its bump would wait for the same lock: the caller
-      // hears of the refusal now, the bump follows when it can.
+      // A write refused for the lock changed nothing, and its bump would wait for the same lock; a store that is
+      // away would hold the bump as long as the write: the caller hears of the failure now, the bump follows
+      // when it can.
       const bumped = this.bumpAfterFailure(collection);
-      if (!(failure instanceof StoreError && failure.code === 'store_busy')) await bumped;
+      if (!(failure instanceof StoreError && failure.statusCode === 503)) await bumped;
       throw failure;
     }
     if (counts) this.counted(collection, version);
@@ -184,36 +217,32 @@ export class PostgresStore implements Store, PostgresBackend {
     this.listeners.notify(collection);
   }
 
-  private async inTransaction<T>(collection: string, counts: boolean, operation: (db: Queryable) => Promise<T>): Promise<{ result: T; version?: number }> {
-    const client = await this.pool.connect();
-    // A connection that fails while checked out reports here too (the failed query rejects as well).
-    const ignore = () => undefined;
-    client.on('error', ignore);
-    let broken = false;
+  private async inTransaction<T>(client: pg.PoolClient, markBroken: () => void, counts: boolean, collection: string, operation: (db: Queryable) => Promise<T>): Promise<{ result: T; version?: number }> {
+    await client.query('BEGIN');
     try {
-      await client.query('BEGIN');
       const locked = await client.query<{ version?: string }>(counts ? LOCK_AND_COUNT : LOCK_ONLY, [collection]);
       const result = await operation(client);
       await client.query('COMMIT');
       return { result, version: counts ? Number(locked.rows[0]!.version) : undefined };
     } catch (error) {
-      broken = isUnreachable(error) || !(await client.query('ROLLBACK').then(() => true, () => false));
+      if (isUnreachable(error) || !(await client.query('ROLLBACK').then(() => true, () => false))) markBroken();
       throw error;
-    } finally {
-      client.removeListener('error', ignore);
-      // A connection in an unknown state is closed rather than handed to the next operation.
-      client.release(broken);
     }
   }
 
   /** A failed write rolled back (or its outcome is unknown): bumping anyway keeps one rule for every backend. */
   private async bumpAfterFailure(collection: string): Promise<void> {
-    if (this.closed) return;
+    // One at a time per collection: while the store is away every write fails, and one bump after them all is
+    // as good as one each.
+    if (this.closed || this.bumping.has(collection)) return;
+    this.bumping.add(collection);
     try {
       const { rows } = await this.pool.query<{ version: string }>(LOCK_AND_COUNT, [collection]);
       this.counted(collection, Number(rows[0]!.version));
     } catch {
       // The store is most likely down; caches fall back on their maximum age. The caller hears the write's error.
+    } finally {
+      this.bumping.delete(collection);
     }
   }
 
