@@ -1,3 +1,4 @@
+import { StoreError } from './errors.js';
 import type { Store } from './types.js';
 
 export interface StoreCacheOptions {
@@ -6,8 +7,8 @@ export interface StoreCacheOptions {
   /** Entry cap; keys come from requests, so an attacker must not grow the cache forever. */
   maxEntries?: number;
   /**
-   * Longest any entry is served without reading the store again (default 60 s; applied at the counter check, so
-   * up to `revalidateMs` later), whatever the counters say: the backstop for a write whose counter bump was lost.
+   * Longest any entry is served without reading the store again (default 60 s), whatever the counters say: the
+   * backstop for a write whose counter bump was lost, and how long an entry outlives a store that went away.
    */
   maxAgeMs?: number;
   now?: () => number;
@@ -24,16 +25,28 @@ export interface StoreCacheOptions {
  * hosts' writes through `onChange` as they commit, so the cache drops its entries at once and makes no query of
  * its own; while the feed is down the store reads the counters again, and the cache polls them as on any store.
  * Writes through this process's store clear the cache at once, and nothing is kept longer than `maxAgeMs`.
+ *
+ * A store that cannot be reached (503: stopped, restarting, cut off) is no reason to refuse what the cache holds:
+ * while the counters cannot be read, entries are served as they are, each until it is `maxAgeMs` old, and the
+ * check goes on in the background instead of holding requests; what is not cached fails as the store does.
  */
+interface Entry {
+  value: unknown;
+  loadedAt: number;
+}
+
 export class StoreCache {
-  private readonly entries = new Map<string, unknown>();
+  private readonly entries = new Map<string, Entry>();
   private readonly revalidateMs: number;
   private readonly maxEntries: number;
   private readonly maxAgeMs: number;
-  private clearedAt: number;
   private readonly now: () => number;
   private token: string | undefined;
   private checkedAt = Number.NEGATIVE_INFINITY;
+  /** The counter check in progress, shared by the requests that wait for it. */
+  private checking: Promise<void> | undefined;
+  /** The last counter check found the store unavailable: requests do not wait for the next one. */
+  private storeAway = false;
   /** Bumped on every clear; a load that started before a clear does not cache its (possibly stale) answer. */
   private generation = 0;
   private readonly unsubscribe: () => void;
@@ -47,7 +60,6 @@ export class StoreCache {
     this.maxEntries = options.maxEntries ?? 10_000;
     this.maxAgeMs = options.maxAgeMs ?? 60_000;
     this.now = options.now ?? Date.now;
-    this.clearedAt = this.now();
     this.unsubscribe = store.onChange((collection) => {
       if (collections.includes(collection)) this.clear();
     });
@@ -56,12 +68,15 @@ export class StoreCache {
   /** The cached value for `key`, else what `load` returns (cached unless the cache was cleared meanwhile). */
   async get<T>(key: string, load: () => Promise<T>): Promise<T> {
     if (this.now() - this.checkedAt >= this.revalidateMs) await this.revalidate();
-    if (this.entries.has(key)) return this.entries.get(key) as T;
+    const entry = this.fresh(key);
+    if (entry) return entry.value as T;
     const generation = this.generation;
+    const loadedAt = this.now();
     const value = await load();
     if (generation === this.generation) {
+      this.entries.delete(key);
       if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-      this.entries.set(key, value);
+      this.entries.set(key, { value, loadedAt });
     }
     return value;
   }
@@ -72,7 +87,7 @@ export class StoreCache {
    */
   peek<T>(key: string): T | undefined {
     if (this.now() - this.checkedAt >= this.revalidateMs) return undefined;
-    return this.entries.get(key) as T | undefined;
+    return this.fresh(key)?.value as T | undefined;
   }
 
   get size(): number {
@@ -84,7 +99,6 @@ export class StoreCache {
   }
 
   clear(): void {
-    this.clearedAt = this.now();
     this.generation += 1;
     this.entries.clear();
   }
@@ -92,7 +106,7 @@ export class StoreCache {
   /** Drops the entries `matches` picks (an inactive organization's, say); returns how many. */
   deleteWhere(matches: (key: string, value: unknown) => boolean): number {
     let deleted = 0;
-    for (const [key, value] of this.entries) {
+    for (const [key, { value }] of this.entries) {
       if (matches(key, value)) {
         this.entries.delete(key);
         deleted += 1;
@@ -105,10 +119,35 @@ export class StoreCache {
     this.unsubscribe();
   }
 
-  private async revalidate(): Promise<void> {
+  /** The entry for `key` unless it is `maxAgeMs` old (then it is dropped). */
+  private fresh(key: string): Entry | undefined {
+    const entry = this.entries.get(key);
+    if (entry && this.now() - entry.loadedAt >= this.maxAgeMs) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return entry;
+  }
+
+  /** Compares the counters (one check at a time); while the store is away, without making the caller wait. */
+  private revalidate(): Promise<void> {
     this.checkedAt = this.now();
-    if (this.checkedAt - this.clearedAt >= this.maxAgeMs) this.clear();
-    const token = await this.store.changeToken(this.collections);
+    const check = (this.checking ??= this.compareCounters().finally(() => (this.checking = undefined)));
+    if (!this.storeAway) return check;
+    check.catch(() => undefined);
+    return Promise.resolve();
+  }
+
+  private async compareCounters(): Promise<void> {
+    let token: string;
+    try {
+      token = await this.store.changeToken(this.collections);
+    } catch (error) {
+      if (!(error instanceof StoreError && error.statusCode === 503)) throw error;
+      this.storeAway = true;
+      return;
+    }
+    this.storeAway = false;
     if (token !== this.token) {
       this.token = token;
       this.clear();
