@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { DuplicateKeyError } from './errors.js';
+import type { Fence } from './fence.js';
 import type { Collection, Document, Store } from './types.js';
 
 /**
@@ -28,6 +29,13 @@ export interface LeaseDocument extends Document {
   /** Written only by the holder while it holds the lease (`record`); read by the next holder when it takes over. */
   data?: Record<string, unknown>;
 }
+
+/**
+ * Why a holder stopped holding: another holder's token found in the lease (`taken`), a fenced write refused
+ * because a later term wrote there (`refused`), or its own expiry reached with no renewal in the store
+ * (`expired`: the store did not answer, or too late).
+ */
+export type LeaseLoss = 'taken' | 'refused' | 'expired';
 
 /** What anyone may learn of a lease: never its token. */
 export interface LeaseView {
@@ -67,17 +75,25 @@ export interface LeaseOptions {
  *   differ by less than `maxClockSkewMs` (NTP keeps them within milliseconds).
  * - **Renew** before expiry (`keep` renews every third of the TTL). A renewal that matches nothing means the lease
  *   was taken over: `held()` turns false at once and the `lost` listeners run. A store error proves nothing, so it
- *   changes nothing: the lease runs out on its own at its expiry.
- * - **Fence.** `record(fields)` writes into the lease's `data` only while this holder's token is in the document
- *   and its expiry is ahead: what a holder records before acting (its last action's time) is what the next holder
- *   reads when it takes over, so a hand-over never restarts a cooldown.
+ *   changes nothing: the lease runs out on its own at its expiry, when the `lost` listeners run too (a holder cut
+ *   from the store stops acting within its TTL, and hears of it).
+ * - **Fence.** `record(fields)` writes into the lease's `data` only while this holder's token and term are in the
+ *   document and its expiry is ahead: what a holder records before acting (its last action's time) is what the
+ *   next holder reads when it takes over, so a hand-over never restarts a cooldown. `fence()` is the token other
+ *   documents' writes carry (`./fence.ts`); one the store refused is reported with `refused()`, and the holder
+ *   stops as after a takeover. Fencing is what still holds when the clock assumption does not: a holder whose
+ *   clock is behind by more than `maxClockSkewMs` may believe it holds a lease already taken over, and its writes
+ *   are then refused by every document the new holder wrote.
  */
 export class StoreLease {
   private readonly token = randomBytes(12).toString('hex');
-  private readonly lostListeners = new Set<() => void>();
+  private readonly lostListeners = new Set<(loss: LeaseLoss) => void>();
   /** The expiry this holder last wrote, on its own clock; -Infinity while it does not hold the lease. */
   private heldUntil = Number.NEGATIVE_INFINITY;
   private heldTerm: number | undefined;
+  private cancelExpiry: (() => void) | undefined;
+  /** Its own expiry passed: its token may still be in the store, for `release()` to clear. */
+  private expiredUnreleased = false;
   private stored: Record<string, unknown> = {};
   private inFlight: Promise<boolean> | undefined;
 
@@ -99,13 +115,27 @@ export class StoreLease {
     return this.held() ? this.heldTerm : undefined;
   }
 
+  /** The fencing token of this holder's term (`./fence.ts`), or undefined while it does not hold the lease. */
+  fence(): Fence | undefined {
+    const term = this.term();
+    return term === undefined ? undefined : { lease: this.options.name, term };
+  }
+
+  /**
+   * The store refused a write fenced by `fence`: a later term wrote the document, so the lease changed hands. A
+   * holder still in that term stops at once (`held()` false, the `lost` listeners run); an older fence changes nothing.
+   */
+  refused(fence: Fence): void {
+    if (fence.lease === this.options.name && this.heldTerm !== undefined && fence.term >= this.heldTerm) this.lose('refused');
+  }
+
   /** The lease's data as this holder last read or wrote it (read when it took the lease). */
   data(): Readonly<Record<string, unknown>> {
     return this.stored;
   }
 
-  /** Runs `listener` each time this holder finds the lease taken over, or its fenced write refused. */
-  onLost(listener: () => void): () => void {
+  /** Runs `listener` each time this holder stops holding the lease, but for `release()`: see `LeaseLoss`. */
+  onLost(listener: (loss: LeaseLoss) => void): () => void {
     this.lostListeners.add(listener);
     return () => this.lostListeners.delete(listener);
   }
@@ -131,9 +161,9 @@ export class StoreLease {
     const set: Record<string, unknown> = {};
     for (const [field, value] of Object.entries(fields)) set[`data.${field}`] = value;
     const now = this.options.clock.now();
-    const result = await this.leases().updateOne({ _id: this.options.name, token: this.token, expiresAt: { $gt: now } }, { $set: set });
+    const result = await this.leases().updateOne({ _id: this.options.name, token: this.token, term: this.heldTerm, expiresAt: { $gt: now } }, { $set: set });
     if (result.matchedCount !== 1) {
-      this.lose();
+      this.lose('taken');
       return false;
     }
     this.stored = { ...this.stored, ...fields };
@@ -142,9 +172,11 @@ export class StoreLease {
 
   /** Gives the lease up at once (a graceful stop): another holder may take it without waiting for its expiry. */
   async release(): Promise<void> {
-    if (this.heldTerm === undefined) return;
+    if (this.heldTerm === undefined && !this.expiredUnreleased) return;
     this.heldUntil = Number.NEGATIVE_INFINITY;
     this.heldTerm = undefined;
+    this.expiredUnreleased = false;
+    this.cancelExpiry?.();
     await this.leases().updateOne({ _id: this.options.name, token: this.token }, { $set: { expiresAt: 0 } });
   }
 
@@ -212,11 +244,11 @@ export class StoreLease {
     }
     const renewed = await leases.updateOne({ _id: name, token: this.token }, { $set: { expiresAt, renewedAt: now } });
     if (renewed.matchedCount !== 1) {
-      this.lose();
+      this.lose('taken');
       return false;
     }
     if (this.heldTerm === undefined) return this.adopt(expiresAt);
-    this.heldUntil = expiresAt;
+    this.holdUntil(expiresAt);
     return true;
   }
 
@@ -226,18 +258,40 @@ export class StoreLease {
     if (!mine) return false;
     this.heldTerm = mine.term;
     this.stored = { ...(mine.data ?? {}) };
-    this.heldUntil = expiresAt;
+    this.expiredUnreleased = false;
+    this.holdUntil(expiresAt);
     return this.held();
   }
 
-  private lose(): void {
+  /** Held until `expiresAt` on this holder's clock; at that instant, unless renewed, the holder hears it stopped. */
+  private holdUntil(expiresAt: number): void {
+    const { clock } = this.options;
+    this.heldUntil = expiresAt;
+    this.cancelExpiry?.();
+    const watch = () => {
+      this.cancelExpiry = clock.setTimeout(() => {
+        this.cancelExpiry = undefined;
+        if (this.heldTerm === undefined) return;
+        // A timer may fire a little before the instant on the clock it is compared with.
+        if (this.held()) watch();
+        else this.lose('expired');
+      }, Math.max(1, this.heldUntil - clock.now()));
+    };
+    watch();
+  }
+
+  private lose(loss: LeaseLoss): void {
     const wasHeld = this.heldTerm !== undefined;
     this.heldUntil = Number.NEGATIVE_INFINITY;
     this.heldTerm = undefined;
+    this.cancelExpiry?.();
+    this.cancelExpiry = undefined;
     if (!wasHeld) return;
+    // Run out on its own clock, its token is still in the store unless someone took over: a release clears it.
+    this.expiredUnreleased = loss === 'expired';
     for (const listener of this.lostListeners) {
       try {
-        listener();
+        listener(loss);
       } catch {
         // A listener's failure is its own: the others still hear of the loss.
       }

@@ -200,3 +200,137 @@ t.test('the lease is refused options that would make it meaningless', async (t) 
   t.throws(() => new StoreLease({ store, name: 'x', owner: 'a', ttlMs: 0, maxClockSkewMs: 0, clock }), RangeError);
   t.throws(() => new StoreLease({ store, name: 'x', owner: 'a', ttlMs: 1_000, maxClockSkewMs: -1, clock }), RangeError);
 });
+
+/**
+ * The shared store as one holder reaches it through a link the test can cut: while cut, every call waits (no
+ * answer, no error, as a store behind a dropped network link) and, once the link is back, reaches the store in
+ * the order it was made: a write sent before the cut arrives late.
+ */
+function cuttable(over: Pick<Store, 'collection'> = store) {
+  let waiting: Array<() => void> | undefined;
+  const link = {
+    cut: () => void (waiting ??= []),
+    restore: () => {
+      const held = waiting ?? [];
+      waiting = undefined;
+      for (const resume of held) resume();
+    },
+    store: {
+      collection: <T extends { _id: string }>(collectionName: string) => {
+        const real = over.collection<T & Record<string, unknown>>(collectionName);
+        return new Proxy(real, {
+          get: (target, property, receiver) => {
+            const value = Reflect.get(target, property, receiver) as unknown;
+            if (typeof value !== 'function') return value;
+            return async (...args: unknown[]) => {
+              if (waiting) await new Promise<void>((resume) => waiting!.push(resume));
+              return (value as (...a: unknown[]) => unknown).apply(target, args);
+            };
+          },
+        }) as never;
+      },
+    } satisfies Pick<Store, 'collection'>,
+  };
+  return link;
+}
+
+t.test('a holder cut from the store stops acting at its own expiry and hears of it; another takes over TTL + maxClockSkewMs after its last renewal', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const name = fresh();
+  const link = cuttable();
+  const a = lease('a', clock, name, link.store);
+  const b = lease('b', clock, name);
+  const losses: string[] = [];
+  a.onLost((loss) => losses.push(loss));
+  const stop = a.keep();
+  t.teardown(stop);
+  t.equal(await a.acquire(), true);
+  const renewedAt = clock.now();
+  link.cut();
+  await clock.advanceAsync(TTL / 3);
+  t.equal(a.held(), true, 'its renewal is under way, unanswered');
+  await clock.advanceAsync(TTL - TTL / 3 - 1);
+  t.equal(a.held(), true, 'held until its own expiry');
+  t.same(losses, []);
+  await clock.advanceAsync(1);
+  t.equal(a.held(), false, 'its expiry reached with no renewal in the store: it stops, whatever the store says later');
+  t.same(losses, ['expired'], 'and hears of it at that instant');
+  t.equal(a.fence(), undefined, 'no fencing token any more');
+  await clock.advanceAsync(SKEW - 1);
+  t.equal(await b.acquire(), false, `not taken before TTL + maxClockSkewMs (${clock.now() - renewedAt} ms after the last renewal)`);
+  await clock.advanceAsync(1);
+  t.equal(await b.acquire(), true, `taken ${clock.now() - renewedAt} ms after the last renewal`);
+  t.equal(b.term(), 2);
+  link.restore();
+  await clock.advanceAsync(TTL / 3);
+  t.equal(a.held(), false, 'the late renewal, arriving now, finds the lease taken');
+  t.match(await stored(name), { owner: 'b', term: 2 });
+});
+
+t.test('a holder whose expiry passed while the store did not answer takes its lease back in the same term when nobody took it', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const name = fresh();
+  const link = cuttable();
+  const a = lease('a', clock, name, link.store);
+  await a.acquire();
+  link.cut();
+  clock.advance(TTL);
+  t.equal(a.held(), false);
+  link.restore();
+  t.equal(await a.acquire(), true, 'its token is still in the store');
+  t.equal(a.term(), 1, 'the same term: no one else held it in between');
+});
+
+t.test('a holder whose expiry passed unrenewed still clears its token on release, so the next holder does not wait out the skew', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const name = fresh();
+  const link = cuttable();
+  const a = lease('a', clock, name, link.store);
+  const b = lease('b', clock, name);
+  await a.acquire();
+  link.cut();
+  clock.advance(TTL);
+  t.equal(a.held(), false);
+  link.restore();
+  await a.release();
+  t.match(await stored(name), { owner: 'a', expiresAt: 0 });
+  t.equal(await b.acquire(), true, 'taken at once');
+});
+
+t.test('fence() is the token of the held term; a refusal of that term stops the holder, an older one changes nothing', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const name = fresh();
+  const a = lease('a', clock, name);
+  const losses: string[] = [];
+  a.onLost((loss) => losses.push(loss));
+  t.equal(a.fence(), undefined, 'not held: no token');
+  await a.acquire();
+  t.same(a.fence(), { lease: name, term: 1 });
+  a.refused({ lease: name, term: 0 });
+  a.refused({ lease: 'another lease', term: 1 });
+  t.equal(a.held(), true, "an older term's refusal, or another lease's, is not this holder's");
+  a.refused({ lease: name, term: 1 });
+  t.equal(a.held(), false, 'stopped at once');
+  t.same(losses, ['refused']);
+});
+
+t.test('clock skew beyond maxClockSkewMs: a taker whose clock runs ahead takes the lease while the holder still believes it holds it; the holder\'s fenced write is refused', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const name = fresh();
+  const link = cuttable();
+  const holder = lease('behind', clock, name, link.store);
+  const ahead = lease('ahead', offset(clock, SKEW + 2_000), name);
+  const losses: string[] = [];
+  holder.onLost((loss) => losses.push(loss));
+  await holder.acquire();
+  const holderExpiry = (await stored(name))!.expiresAt as number;
+  link.cut();
+  while (!(await ahead.acquire())) clock.advance(50);
+  t.equal(ahead.term(), 2, 'taken');
+  t.equal(holder.held(), true, `the holder still believes it holds the lease, ${holderExpiry - clock.now()} ms more on its clock`);
+  link.restore();
+  t.equal(await holder.record({ lastActionAt: 1 }), false, "its record is refused by the store: the lease holds the taker's token and term");
+  t.equal(holder.held(), false, 'and it stops at once');
+  t.same(losses, ['taken']);
+  t.same((await stored(name))?.data, {}, "nothing of the old holder's in the lease");
+});
