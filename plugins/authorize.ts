@@ -63,8 +63,9 @@ const authorize: FastifyPluginAsync<AuthorizePluginOptions> = async (app, option
     try {
       accept(request, await authorizer.request(authorizationRequest(request), envelope));
     } catch (error) {
-      // A store that cannot be reached is no verdict on the caller: 503 store_unavailable (plugins/errors.ts).
-      if (error instanceof StoreError && error.statusCode === 503) throw error;
+      // A store that cannot be reached, or refuses this server, is no verdict on the caller: 503 store_unavailable
+      // or 500 store_misconfigured (plugins/errors.ts).
+      if (error instanceof StoreError && error.statusCode >= 500) throw error;
       const refusal =
         error instanceof AuthorizationError
           ? error

@@ -83,25 +83,30 @@ export function validationMessage(error: FastifyError, request?: FastifyRequest)
  * in full instead.
  */
 const errors: FastifyPluginAsync = async (app) => {
-  // A store that stays full or locked fails every write: the reason is logged a bounded number of times a minute,
-  // counted per kind (full, locked, unreadable) so a new kind of failure is always seen.
+  // A store that stays away, full, locked or refusing this server fails every request that needs it: the reason is
+  // logged a bounded number of times a minute, counted per kind (unavailable, busy, full, misconfigured) so a new
+  // kind of failure is always seen.
   const storeWarnings = new Map<string, RateLimitedWarnings>();
   const warnStore = (log: FastifyBaseLogger, error: StoreError) => {
     let warnings = storeWarnings.get(error.code);
     if (!warnings) storeWarnings.set(error.code, (warnings = new RateLimitedWarnings({ max: 10, windowMs: 60_000, what: `${error.code} answers`, log: app.log })));
-    warnings.warn(log, { err: error }, 'the data store is unavailable');
+    warnings.warn(log, { err: error }, error.statusCode === 503 ? 'the data store is unavailable' : 'the data store refused this server');
   };
   app.setErrorHandler((error: FastifyError | FleetplaneError, request, reply) => {
     if (error instanceof FleetplaneError && error.expose) {
       logFailure(request, error);
-      // The caller hears that the store is unavailable; the operator reads why (full, locked, unreadable).
-      if (error.statusCode === 503 && error.cause instanceof StoreError) warnStore(request.log, error.cause);
+      // The caller hears that the store is unavailable, and when to retry; the operator reads why.
+      if (error.statusCode === 503 && error.cause instanceof StoreError) {
+        warnStore(request.log, error.cause);
+        return sendError(reply, 503, error.toBody(), error.headers ?? error.cause.headers);
+      }
       return sendError(reply, error.statusCode, error.toBody(), error.headers);
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
-    if (status === 503 && error instanceof StoreError) {
-      warnStore(request.log, error);
-      return sendError(reply, 503, errorBody('store_unavailable', 'the data store is unavailable; try again later'));
+    const storeAnswer = error instanceof StoreError && status >= 500 ? error.failureAnswer : undefined;
+    if (storeAnswer) {
+      warnStore(request.log, error as StoreError);
+      return sendError(reply, status, { error: storeAnswer }, (error as StoreError).headers);
     }
     if (status >= 500 || error instanceof FleetplaneError) {
       request.log.error({ err: error }, 'request failed');

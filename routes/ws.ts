@@ -4,6 +4,7 @@ import type { WebSocket } from 'ws';
 import { AuthorizationError } from '../src/auth/errors.js';
 import { FleetplaneError, errorAnswer, type ErrorAnswer } from '../src/errors.js';
 import { DATA_ALIASES, IpcError, withDataAlias } from '../src/ipc/envelope.js';
+import { StoreError } from '../src/db/errors.js';
 import { authorizationRequest } from '../plugins/authorize.js';
 import { websocketErrorHandler } from '../plugins/errors.js';
 import { ENVELOPE_ERRORS, errorReply } from '../schemas/errors.js';
@@ -31,7 +32,8 @@ const WORKFLOW_METHOD = /^workflow\.([A-Za-z0-9][A-Za-z0-9_-]{0,63})$/;
  */
 function answerOf(error: unknown): ErrorAnswer | undefined {
   if (error instanceof IpcError || (error instanceof FleetplaneError && error.expose)) return errorAnswer(error.code, error.message);
-  return undefined;
+  // The store away or refusing this server: said as on HTTP, without its internals.
+  return error instanceof StoreError ? error.failureAnswer : undefined;
 }
 
 type Frame = { id?: string | number | null; ok: boolean; result?: unknown; error?: ErrorAnswer } | { event: string; data: unknown };

@@ -1,4 +1,4 @@
-import { FleetplaneError, SHARED_CODES, errorCode, type ErrorCode } from '../errors.js';
+import { FleetplaneError, SHARED_CODES, errorAnswer, errorCode, type ErrorAnswer, type ErrorCode } from '../errors.js';
 
 /**
  * Every code of the data layer, declared once with its HTTP status; the error classes below are their message
@@ -26,11 +26,34 @@ export const STORE_CODES = {
 
 export type StoreErrorCode = keyof typeof STORE_CODES;
 
+/**
+ * How long a caller is told to wait (`Retry-After`) before trying again an operation the store could not make now:
+ * a restarting PostgreSQL is back in seconds, and an operation gives up after 8 s by default.
+ */
+export const STORE_RETRY_AFTER_S = 5;
+
 /** Every failure of the data layer; `code` is stable and safe to show to a caller, `statusCode` its HTTP status. */
 export class StoreError extends FleetplaneError {
   override readonly name: string = 'StoreError';
   constructor(message: string, code: StoreErrorCode = 'store_error', options?: { cause?: unknown }) {
     super(code, message, STORE_CODES[code].statusCode, options);
+  }
+
+  /** A store that cannot make the operation now (503) says when to try again. */
+  override get headers(): Readonly<Record<string, string>> | undefined {
+    return this.statusCode === 503 ? { 'retry-after': String(STORE_RETRY_AFTER_S) } : undefined;
+  }
+
+  /**
+   * What the caller is told of a failure on the store's side, without its internals (the log has them): 503
+   * `store_unavailable` for every kind of "not now" (down, busy, full, closed), 500 `store_misconfigured` when the
+   * store refuses this server (credentials, database, rights). Undefined for an unforeseen failure (answered as
+   * `internal`) and for a refusal of the caller's input (a 4xx, whose own message is shown).
+   */
+  get failureAnswer(): ErrorAnswer | undefined {
+    if (this.statusCode === 503) return errorAnswer('store_unavailable', 'the data store is unavailable; try again later');
+    if (this.code === 'store_misconfigured') return errorAnswer('store_misconfigured', 'the data store refused this server (credentials, database or rights); the server log says why');
+    return undefined;
   }
 }
 

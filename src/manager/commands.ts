@@ -37,7 +37,8 @@ function statusWritten(update: Update): unknown {
 
 function storeRefusal(error: unknown): unknown {
   if (error instanceof ScopeError) return MANAGER_ERRORS.protectedField(error.message);
-  if (error instanceof StoreError && error.code !== 'store_error') return MANAGER_ERRORS.invalidEnvelope(error.message);
+  // A refusal of the envelope's content; the store's own failures (503, 500) are answered as such.
+  if (error instanceof StoreError && error.statusCode < 500) return MANAGER_ERRORS.invalidEnvelope(error.message);
   return error;
 }
 
