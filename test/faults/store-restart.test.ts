@@ -1,0 +1,103 @@
+import t from 'tap';
+import { postgresUnavailable } from '../helpers/postgres.js';
+import { SCALE } from '../helpers/wait.js';
+import { storeLoad, tally, type LoadAnswer } from './store-load.js';
+import { ROLE, startStoreServer, type StoreServer } from './store-server.js';
+
+// A server whose PostgreSQL store goes away under load, stopped then started again, or frozen with its sockets
+// open: writes answer 503 store_unavailable within the bound (never 500, never a hang), the probes stay 200,
+// no process dies or is replaced, writes succeed again soon after the store is back, and every write that was
+// acknowledged is in the store.
+
+/** The product's promises (docs/postgres.md, "When the store is away"), with room only for a loaded machine. */
+const slack = (SCALE - 1) * 1_000;
+const ANSWER_BOUND_MS = 10_000 + slack;
+const RECOVERY_BOUND_MS = 30_000 + slack;
+const COLLECTION = 'faults';
+
+const why = postgresUnavailable();
+if (why) t.plan(0, why);
+let fixture: StoreServer;
+if (!why) {
+  t.before(async () => {
+    fixture = await startStoreServer();
+  });
+  t.teardown(() => fixture?.stop());
+}
+
+const hold = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const writes = (answers: LoadAnswer[]) => answers.filter((answer) => answer.kind === 'write');
+const describe = (answer: LoadAnswer) => `${answer.kind} ${answer.status} ${answer.code ?? ''} in ${answer.endedAt - answer.startedAt} ms`;
+
+/** Runs the load across `outage` (which takes the store away and brings it back), then checks what every case shares. */
+async function acrossOutage(t: Tap.Test, prefix: string, outage: (marks: { away(): void; healing(): void; back(): void }) => Promise<void>) {
+  const pids = await fixture.pids();
+  const load = storeLoad(fixture.server.port, fixture.adminKey, { collection: COLLECTION, prefix });
+  await hold(1_000);
+  // Away: the store no longer answers; healing: it may answer from now on; back: it answers.
+  let awayAt = 0;
+  let healingAt = 0;
+  let backAt = 0;
+  await outage({ away: () => (awayAt = Date.now()), healing: () => (healingAt = Date.now()), back: () => (backAt = Date.now()) });
+  const recovered = await new Promise<LoadAnswer | undefined>((resolve) => {
+    const check = setInterval(() => {
+      const first = writes(load.answers).find((answer) => answer.startedAt >= backAt && answer.status === 200);
+      if (first || Date.now() - backAt > RECOVERY_BOUND_MS) {
+        clearInterval(check);
+        resolve(first);
+      }
+    }, 50);
+  });
+  await hold(2_000);
+  const answers = await load.stop();
+  const during = answers.filter((answer) => answer.startedAt >= awayAt && answer.endedAt <= healingAt);
+  const figures = {
+    requests: answers.length,
+    before: tally(answers.filter((answer) => answer.endedAt < awayAt)),
+    during: tally(during),
+    after: tally(answers.filter((answer) => answer.startedAt > backAt)),
+    outageMs: healingAt - awayAt,
+    recoveryMs: recovered ? recovered.endedAt - backAt : null,
+    longestWriteMs: Math.max(...writes(answers).map((answer) => answer.endedAt - answer.startedAt)),
+  };
+  t.comment(JSON.stringify(figures));
+
+  t.ok(writes(during).length > 0, 'writes were tried while the store was away');
+  t.same(writes(during).filter((answer) => answer.status !== 503 || answer.code !== 'store_unavailable').map(describe), [], 'while it was away, every write answered 503 store_unavailable');
+  t.ok(writes(during).every((answer) => answer.retryAfter === '5'), 'with Retry-After: 5');
+  const unexpected = answers.filter((answer) => answer.status !== 200 && !(answer.status === 503 && answer.code === 'store_unavailable' && (answer.kind === 'write' || answer.kind === 'read')));
+  t.same(unexpected.map(describe), [], 'probes always 200; writes and reads 200 or 503 store_unavailable, never 500 or no answer');
+  t.ok(figures.longestWriteMs <= ANSWER_BOUND_MS, `every write answered within ${ANSWER_BOUND_MS} ms (longest ${figures.longestWriteMs} ms)`);
+  t.ok(recovered, `a write succeeded within ${RECOVERY_BOUND_MS} ms of the store's return (${figures.recoveryMs} ms)`);
+  t.same(fixture.restarts(), [], 'no worker died, was recycled or replaced');
+  t.same(await fixture.pids(), pids, 'the same primary and workers serve');
+
+  const acknowledged = writes(answers).filter((answer) => answer.status === 200).map((answer) => answer.name!);
+  const { rows } = await fixture.pg.query("SELECT doc->>'name' AS name FROM fleetplane_documents WHERE collection = $1 AND doc->>'name' LIKE $2", [COLLECTION, `${prefix}-%`], ROLE);
+  const stored = new Set(rows.map((row: { name: string }) => row.name));
+  const lost = acknowledged.filter((name) => !stored.has(name));
+  t.comment(`acknowledged writes: ${acknowledged.length}; in the store: ${stored.size}; lost: ${lost.length}`);
+  t.same(lost, [], 'every acknowledged write is in the store');
+}
+
+t.test('PostgreSQL stopped for a while under load, then started again', async (t) => {
+  await acrossOutage(t, 'stopped', async ({ away, healing, back }) => {
+    await fixture.pg.stopKeepingData();
+    away();
+    await hold(8_000);
+    healing();
+    await fixture.pg.start();
+    back();
+  });
+});
+
+t.test('PostgreSQL frozen for 12 s under load (its sockets open, nothing answered), then thawed', async (t) => {
+  await acrossOutage(t, 'frozen', async ({ away, healing, back }) => {
+    await fixture.pg.freeze();
+    away();
+    await hold(12_000);
+    healing();
+    await fixture.pg.thaw();
+    back();
+  });
+});
