@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap';
-import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { openStore } from '../../src/db/open.js';
 import { bareRepository } from '../repositories/git-fixtures.js';
 import { tempDir, type ServerProcess } from '../helpers/server-process.js';
 import { cli, platformDataDir, spawnLifecycleServer } from './lifecycle-fixture.js';
 import { until } from '../helpers/wait.js';
+import { finishedJsonLines } from '../helpers/json-lines.js';
 
 const UPLOAD = [process.execPath, path.resolve(import.meta.dirname, '..', 'repositories', 'fixtures', 'upload-command.mjs')];
 /** The node credential the platform stored (SPEC 14.2): the upload command gets it, no log line shows it. */
@@ -31,7 +31,7 @@ async function world(t: Test) {
   await store.collection('servers_config').insertOne({ _id: 'key-1', organization_id: organizationId, name: 'node-key', type: 'key', admin: 1, key: NODE_KEY });
   t.teardown(() => store.close());
   const uploadLog = path.join(root, 'uploads.jsonl');
-  const runs = (): Run[] => (existsSync(uploadLog) ? readFileSync(uploadLog, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Run) : []);
+  const runs = () => finishedJsonLines<Run>(uploadLog);
   t.teardown(() => {
     for (const run of runs()) {
       try {

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { InitialUpload } from '../../src/repositories/upload.js';
 import { parseRepositories } from '../../src/repositories/entries.js';
@@ -7,6 +7,7 @@ import { claimUpload, clearUploadReservations, listUploadReservations, reservati
 import type { Store } from '../../src/db/types.js';
 import { memoryLog, openTempStore, tempDir } from '../lifecycle/helpers.js';
 import { until } from '../helpers/wait.js';
+import { finishedJsonLines } from '../helpers/json-lines.js';
 
 const ORG = 'org_platform';
 const CLUSTER = 'blue';
@@ -27,7 +28,7 @@ async function world(t: Test, repositories: unknown[]) {
   t.teardown(() => store.close());
   await store.collection('clusters').insertOne({ _id: CLUSTER, organization_id: ORG, name: 'blue', repositories });
   const uploadLog = path.join(root, 'runs.jsonl');
-  const runs = (): Run[] => (existsSync(uploadLog) ? readFileSync(uploadLog, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Run) : []);
+  const runs = () => finishedJsonLines<Run>(uploadLog);
   const project = path.join(root, 'project');
   const entries = () => {
     const parsed = parseRepositories(repositories, project).entries;
