@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { postgresUnavailable } from '../helpers/postgres.js';
 import { SCALE } from '../helpers/wait.js';
 import { storeLoad, tally, type LoadAnswer } from './store-load.js';
@@ -30,7 +30,7 @@ const writes = (answers: LoadAnswer[]) => answers.filter((answer) => answer.kind
 const describe = (answer: LoadAnswer) => `${answer.kind} ${answer.status} ${answer.code ?? ''} in ${answer.endedAt - answer.startedAt} ms`;
 
 /** Runs the load across `outage` (which takes the store away and brings it back), then checks what every case shares. */
-async function acrossOutage(t: Tap.Test, prefix: string, outage: (marks: { away(): void; healing(): void; back(): void }) => Promise<void>) {
+async function acrossOutage(t: Test, prefix: string, outage: (marks: { away(): void; healing(): void; back(): void }) => Promise<void>) {
   const pids = await fixture.pids();
   const load = storeLoad(fixture.server.port, fixture.adminKey, { collection: COLLECTION, prefix });
   await hold(1_000);
