@@ -143,8 +143,9 @@ export class StoreCache {
     try {
       token = await this.store.changeToken(this.collections);
     } catch (error) {
-      if (!(error instanceof StoreError && error.statusCode === 503)) throw error;
-      this.storeAway = true;
+      // Only a store that cannot answer now is waited out; one that refuses this server fails the requests.
+      this.storeAway = error instanceof StoreError && error.statusCode === 503;
+      if (!this.storeAway) throw error;
       return;
     }
     this.storeAway = false;

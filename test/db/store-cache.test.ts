@@ -91,4 +91,12 @@ t.test('a counter check failing for another reason than an unavailable store fai
   control.failure = new StoreError('PostgreSQL items: password authentication failed (28P01)', 'store_misconfigured');
   now = 200;
   t.match(await cache.get('k', async () => 'unused').catch((error: unknown) => error), { code: 'store_misconfigured' });
+  control.failure = new StoreUnavailableError('PostgreSQL items is unavailable');
+  now = 400;
+  t.equal(await cache.get('k', async () => 'unused'), 'cached', 'unavailable: served');
+  control.failure = new StoreError('PostgreSQL items: password authentication failed (28P01)', 'store_misconfigured');
+  now = 600;
+  await cache.get('k', async () => 'unused');
+  now = 800;
+  t.match(await cache.get('k', async () => 'unused').catch((error: unknown) => error), { code: 'store_misconfigured' }, 'once the store refuses instead, requests wait for the check again and fail');
 });
