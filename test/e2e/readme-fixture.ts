@@ -3,6 +3,7 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, 
 import path from 'node:path';
 import type { Test } from 'tap';
 import { CLI, cleanEnv, freePort, tempDir } from '../helpers/server-process.js';
+import { until as waitUntil } from '../helpers/wait.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '..', '..');
 /**
@@ -89,15 +90,17 @@ export async function portMap(fixed: number[]): Promise<{ port: (fixed: number) 
   return { port: (port) => ports.get(port)!, substitute: (text) => text.replace(pattern, (match) => String(ports.get(Number(match)))) };
 }
 
-export const until = async <T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 90_000): Promise<T> => {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-};
+/** The suite's wait (stretched by the time scale like every budget), where a probe's `false` means "not yet" too. */
+export const until = <T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 90_000): Promise<T> =>
+  waitUntil(
+    what,
+    async () => {
+      const value = await probe();
+      return value === false ? undefined : value;
+    },
+    timeoutMs,
+    { everyMs: 200 },
+  );
 
 /**
  * The environment the recipes run in: the user's, without FLEETPLANE_* settings, one worker per server, and a
