@@ -104,6 +104,39 @@ const ROWS = [
       return `p50 ${feed.p50.toFixed(1)} ms / p99 ${feed.p99.toFixed(1)} ms with LISTEN/NOTIFY vs ${ms(polling.p50)} / ${ms(polling.p99)} polling; idle host ${idle.feed} vs ${idle.polling} statements/s`;
     },
   },
+  ...[
+    ['http', '`store`: PostgreSQL per operation through `POST /crud`, one worker: read by id / filtered read / insert / update', 'load', (d) => `${d.settings.connections} connections`],
+    ['api', '`store`: the same through the Store interface, one process', 'concurrent', (d) => `${d.settings.apiInFlight} in flight`],
+  ].map(([level, what, pass, load]) => ({
+    file: 'store',
+    what,
+    baseline: 'the embedded store, same run',
+    measured: (d) => {
+      const figures = d.figures[level];
+      const read = figures.readById;
+      const ratios = ['readById', 'filtered', 'insert', 'update'].map((operation) => x(figures[operation].postgresOpsRatio.median)).join(' / ');
+      return `${ratios} ops/s (${load(d)}); a read by id costs ${us(read.postgres[pass].cpuUsPerOp)} of ${level === 'http' ? 'server' : 'process'} CPU vs ${us(read.embedded[pass].cpuUsPerOp)}, plus ${us(read.postgres[pass].postgresCpuUsPerOp)} in PostgreSQL`;
+    },
+  })),
+  {
+    file: 'store',
+    what: "`store`: a write on one PostgreSQL host until another host's cache no longer holds the old entry",
+    baseline: '—',
+    measured: (d) => {
+      const { store, servers } = d.invalidation;
+      return `p50 ${store.drop.p50.toFixed(1)} ms / p99 ${store.drop.p99.toFixed(1)} ms to another process's caches; ${servers.drop.p50.toFixed(1)} / ${servers.drop.p99.toFixed(1)} ms from \`/crud\` on one server until the other serves the change`;
+    },
+  },
+  ...[
+    ['postgres', 'PostgreSQL (statements counted by the database)'],
+    ['embedded', 'the embedded store (servers sharing one SQLite file)'],
+  ].map(([backend, what]) => ({
+    file: 'store',
+    what: (d) => `\`store\`: idle servers on ${what}, statements/s per server at ${Object.keys(d.goals[`idle_${backend}`].perServer).join(' / ')} servers`,
+    baseline: 'the same at 1 server',
+    measured: (d) => Object.values(d.goals[`idle_${backend}`].perServer).map((rate) => rate.toFixed(2)).join(' / '),
+    goal: (d) => ['no growth per server', d.goals[`idle_${backend}`].met],
+  })),
   {
     file: 'authorize',
     what: '`authorize`: `findOne` by id / by indexed field',

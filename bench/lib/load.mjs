@@ -297,3 +297,33 @@ export async function pacedLoad({ host = '127.0.0.1', port, request, connections
   const elapsedS = (performance.now() - started) / 1000;
   return { requests: ok + failed, ok, failed, requestsPerSecond: Math.round(ok / elapsedS), ...summarizeHistogram(histogram) };
 }
+
+/**
+ * Closed loop over keep-alive connections: each sends its next request as soon as the answer is in, for
+ * `durationMs`; `request()` gives each request's bytes, so that the body can vary (another id every time). Latency
+ * runs from each request's write to its complete answer; an answer other than `expectStatus` counts as failed.
+ */
+export async function closedLoop({ host = '127.0.0.1', port, request, connections = 16, durationMs = 3_000, timeoutMs = 5_000, expectStatus = 200 }) {
+  const histogram = createHistogram();
+  const statuses = {};
+  let ok = 0;
+  let failed = 0;
+  const started = performance.now();
+  const deadline = started + durationMs;
+  const loop = async () => {
+    const connection = new KeepAliveConnection(host, port, undefined, timeoutMs);
+    while (performance.now() < deadline) {
+      connection.request = request();
+      const result = await connection.send();
+      if (result.ok) statuses[result.status] = (statuses[result.status] ?? 0) + 1;
+      if (result.ok && result.status === expectStatus) {
+        ok++;
+        histogram.record(Math.max(1, Number(result.latencyNs)));
+      } else failed++;
+    }
+    connection.close();
+  };
+  await Promise.all(Array.from({ length: connections }, loop));
+  const elapsedS = (performance.now() - started) / 1000;
+  return { requests: ok + failed, ok, failed, statuses, requestsPerSecond: Math.round(ok / elapsedS), ...summarizeHistogram(histogram) };
+}
