@@ -1,3 +1,4 @@
+import type { Fence } from '../db/fence.js';
 import type { StoreLease } from '../db/lease.js';
 import type { Clock } from '../runtime/clock.js';
 import type { ClusterNode, Decision, Sample, ScaleReason } from './decide.js';
@@ -20,20 +21,27 @@ export interface InventoryReader {
 /**
  * The steps of an action, each one request. Scale-out goes through the manager's `createServer` when the
  * fleet is managed, else through the configured provider workflow; the service only orders the steps.
+ *
+ * Every write to the store carries the term the action was decided in (`fence`) and is refused by the store once
+ * a later holder of the lease wrote the record: the step then throws `FencedWriteRefused` and changes nothing.
  */
 export interface ScaleActions {
-  scaleOut(reason: ScaleReason): Promise<void>;
+  /** A new term's first write: stamps it on every record of the cluster, so no earlier holder's write lands after. */
+  claim(fence: Fence): Promise<void>;
+  scaleOut(reason: ScaleReason, fence: Fence): Promise<void>;
   /** Cordon, readiness off, connections end. False: the node is gone (no longer in the inventory, unreachable). */
   drain(serverId: string): Promise<boolean>;
   /** Takes a drained node back into service (an action cancelled before the provider request). */
   undrain(serverId: string): Promise<void>;
-  setStatus(serverId: string, status: 'running' | 'terminating' | 'failed'): Promise<void>;
+  setStatus(serverId: string, status: 'running' | 'terminating' | 'failed', fence: Fence): Promise<void>;
+  /** Stamps the term on the node's record again, right before its provider request: refused once a later term claimed it. */
+  claimServer(serverId: string, fence: Fence): Promise<void>;
   /** The provider request that removes the machine; `signal` gives up on its answer. */
   terminate(serverId: string, signal?: AbortSignal): Promise<void>;
   /** Stops the removed node's Fleetplane server gracefully (`autoscaler.remove`), if it is still there. */
   shutdown(serverId: string): Promise<void>;
-  /** Deletes this cluster's `terminating` records; returns how many. */
-  sweep(): Promise<number>;
+  /** Deletes this cluster's `terminating` records that no later term wrote; returns how many. */
+  sweep(fence: Fence): Promise<number>;
 }
 
 export interface AutoscalerLog {
@@ -47,7 +55,7 @@ export interface AutoscalerMetrics {
 }
 
 /** The cluster's decider lease (`src/db/lease.ts`): whoever holds it decides and acts for the cluster. */
-export type DeciderLease = Pick<StoreLease, 'acquire' | 'held' | 'record' | 'release' | 'data' | 'onLost' | 'keep' | 'read'>;
+export type DeciderLease = Pick<StoreLease, 'acquire' | 'held' | 'record' | 'release' | 'data' | 'onLost' | 'keep' | 'read' | 'fence' | 'refused'>;
 
 export interface AutoscalerDeps {
   serverId: string;
@@ -71,7 +79,8 @@ export interface AutoscalerDeps {
   metrics?: AutoscalerMetrics;
 }
 
-export type Outcome = 'done' | 'failed' | 'cancelled';
+/** `refused`: a write of the action was refused by the store, a later holder of the lease having written there. */
+export type Outcome = 'done' | 'failed' | 'cancelled' | 'refused';
 
 export interface ActionRecord {
   action: 'scale-out' | 'scale-in';

@@ -1,5 +1,7 @@
+import { FencedWriteRefused, type Fence } from '../db/fence.js';
 import { newId } from '../db/ids.js';
 import type { Collection } from '../db/types.js';
+import type { DeciderWrites } from '../inventory/decider-writes.js';
 import type { ClusterRecord, ServerRecord } from '../inventory/records.js';
 import type { ProviderPort } from '../manager/provider-port.js';
 import type { Clock } from '../runtime/clock.js';
@@ -7,6 +9,8 @@ import type { Clock } from '../runtime/clock.js';
 export interface UnmanagedPathDeps {
   cluster: string;
   servers(): Collection<ServerRecord>;
+  /** The writes to the new server's record, fenced by the term the scale-out was decided in. */
+  records: DeciderWrites;
   provider: ProviderPort;
   platformOrganization(): Promise<string | null>;
   clusterDocument(): Promise<ClusterRecord | null>;
@@ -27,8 +31,10 @@ export interface UnmanagedPathDeps {
  * The new server's record is written `starting` before the provider is asked: it counts toward the cluster's
  * size at once, so the next evaluation does not ask again. A refused request deletes it (nothing was made);
  * an accepted one records the provider's `infrastructure` (cloud, instance id), which the termination names.
+ * Those writes carry the scale-out's term: once a later holder of the lease claimed the record, they are refused,
+ * and the instance the provider made is named in the error (the new holder sees a server that never confirms).
  */
-export function unmanagedProviderPath(deps: UnmanagedPathDeps): { create(): Promise<string>; terminate(serverId: string): Promise<void> } {
+export function unmanagedProviderPath(deps: UnmanagedPathDeps): { create(fence: Fence): Promise<string>; terminate(serverId: string): Promise<void> } {
   const platformOf = async () => {
     const platform = await deps.platformOrganization();
     if (!platform) throw new Error(`this server has no platform organization to ask a provider for cluster ${deps.cluster}`);
@@ -41,11 +47,10 @@ export function unmanagedProviderPath(deps: UnmanagedPathDeps): { create(): Prom
   };
 
   return {
-    async create() {
+    async create(fence) {
       const [platform, deployment] = await Promise.all([platformOf(), deploymentOf()]);
       const serverId = newId();
-      const servers = deps.servers();
-      await servers.insertOne({ _id: serverId, cluster_id: deps.cluster, organization_id: platform, master: { status: 'starting', createdAt: new Date(deps.clock.now()).toISOString() } });
+      await deps.records.insertStarting(serverId, platform, new Date(deps.clock.now()).toISOString(), fence);
       let reply: unknown;
       try {
         reply = await deps.provider.create({
@@ -60,16 +65,14 @@ export function unmanagedProviderPath(deps: UnmanagedPathDeps): { create(): Prom
           },
         });
       } catch (error) {
-        await servers.deleteOne({ _id: serverId, 'master.status': 'starting' });
+        if ((await deps.records.deleteStarting(serverId, fence)) === 'refused') throw new FencedWriteRefused(fence, `deleting the record of ${serverId}, whose creation failed (${(error as Error).message}),`);
         throw error;
       }
       const instanceId = (reply as { instanceId?: unknown } | null)?.instanceId;
-      if (typeof instanceId !== 'string' || !instanceId) {
-        // Something may have been made that nobody can name: the record stays, failed, for an operator.
-        await servers.updateOne({ _id: serverId }, { $set: { 'master.status': 'failed', 'infrastructure.cloud': deployment.cloud } });
-        throw new Error(`provider "${deployment.cloud}" answered the creation of ${serverId} without an instanceId`);
-      }
-      await servers.updateOne({ _id: serverId }, { $set: { 'infrastructure.cloud': deployment.cloud, 'infrastructure.instanceId': instanceId } });
+      const named = typeof instanceId === 'string' && instanceId !== '';
+      const outcome = await deps.records.recordInfrastructure(serverId, { cloud: deployment.cloud, ...(named ? { instanceId } : {}) }, fence);
+      if (outcome === 'refused') throw new FencedWriteRefused(fence, `recording instance ${named ? instanceId : '(unnamed)'} of provider "${deployment.cloud}" in the record of ${serverId}`);
+      if (!named) throw new Error(`provider "${deployment.cloud}" answered the creation of ${serverId} without an instanceId`);
       return serverId;
     },
 

@@ -1,15 +1,21 @@
+import { FencedWriteRefused, type Fence } from '../db/fence.js';
+import type { LeaseLoss } from '../db/lease.js';
 import { ActionBackoff, WarningGate } from './backoff.js';
 import { decide, type Decision, type Sample } from './decide.js';
 import { parsePolicy, PolicyError, POLICY_DEFAULTS, type ScalePolicy } from './policy.js';
 import type { ActionRecord, AutoscalerDeps, AutoscalerStatus } from './ports.js';
+import { Cancelled, ScaleIn } from './scale-in.js';
 
 export type { ActionRecord, AutoscalerDeps, AutoscalerLog, AutoscalerMetrics, AutoscalerStatus, DeciderLease, InventoryReader, Outcome, ScaleActions } from './ports.js';
 
 /** Samples kept: enough for the longest window at one sample per second, bounded either way. */
 const MAX_SAMPLES = 3_600;
 
-/** The action was stopped before the provider request: the node goes back into service. */
-class Cancelled extends Error {}
+const LOSSES: Record<LeaseLoss, string> = {
+  taken: 'another server decides for the cluster',
+  refused: 'the store refused a write of its term, another server decides for the cluster',
+  expired: 'it ran out before a renewal reached the store (this server stopped deciding)',
+};
 
 /**
  * SPEC 14.4: every `intervalMs`, samples this server and, on the cluster's deciding server only, gathers the
@@ -20,13 +26,15 @@ class Cancelled extends Error {}
  * action was, so the cooldown holds across hand-overs. Actions run one at a time, beside the sampling; a
  * scale-in is drain-first and commits `terminating` before the provider request, so a crash in between leaves a
  * record the sweep removes rather than a serving node nobody knows about.
+ *
+ * Every write an action makes carries the term it was decided in, and a new term begins by claiming the
+ * cluster's records (`ScaleActions.claim`): a holder that believes it still holds a lease taken over (paused, cut
+ * from the store, its clock behind by more than the skew assumed) has its writes refused by the store, and stops.
  */
 export class Autoscaler {
   private samples: Sample[] = [];
   private stopped = true;
   private evaluations = 0;
-  /** This server asked its provider to remove it (the last server of a cluster going to zero). */
-  private terminatingSelf: AbortController | undefined;
   private deciding = false;
   /** This server's own record says it is a confirmed running server: only such a server takes the lease. */
   private eligible = false;
@@ -34,7 +42,10 @@ export class Autoscaler {
   private lastDecision: Decision | undefined;
   private lastAction: ActionRecord | undefined;
   private acting: Promise<void> | undefined;
-  private cancelAction: (() => void) | undefined;
+  /** The scale-in under way, if any. */
+  private scaleIn: ScaleIn | undefined;
+  /** The term whose claim of the cluster's records went through: this server decides in it. */
+  private claimedTerm: number | undefined;
   private cancelTick: (() => void) | undefined;
   private cancelSweep: (() => void) | undefined;
   private stopKeeping: (() => void) | undefined;
@@ -42,11 +53,11 @@ export class Autoscaler {
   private readonly warnings = new WarningGate();
 
   constructor(private readonly deps: AutoscalerDeps) {
-    deps.lease.onLost(() => {
+    deps.lease.onLost((loss) => {
       this.deciding = false;
       // An action still before its provider request stops at once; one past it runs to its end.
-      this.cancelAction?.();
-      deps.log.info({}, 'autoscaler lost the decider lease: another server decides for the cluster');
+      this.scaleIn?.cancel();
+      deps.log.info({ loss }, `autoscaler lost the decider lease: ${LOSSES[loss]}`);
     });
   }
 
@@ -73,9 +84,8 @@ export class Autoscaler {
     this.cancelTick?.();
     this.cancelSweep?.();
     this.stopKeeping?.();
-    this.cancelAction?.();
-    if (this.terminatingSelf) this.terminatingSelf.abort();
-    else await this.acting;
+    this.scaleIn?.cancel();
+    if (!this.scaleIn?.abandonSelfRemoval()) await this.acting;
     this.deciding = false;
     await this.deps.lease.release().catch((error: unknown) => this.deps.log.warn({ err: error }, `autoscaler could not release the decider lease: ${(error as Error).message}`));
   }
@@ -121,10 +131,18 @@ export class Autoscaler {
       this.samples.push(sample);
       if (this.samples.length > MAX_SAMPLES) this.samples.splice(0, this.samples.length - MAX_SAMPLES);
     }
-    const nodes = await this.deps.inventory.nodes();
+    let nodes = await this.deps.inventory.nodes();
     this.eligible = nodes.some((node) => node.id === this.deps.serverId && node.status === 'running');
     this.deciding = await this.holdLease();
     if (!this.deciding) return;
+    const fence = this.deps.lease.fence();
+    if (!fence) return void (this.deciding = false);
+    if (this.claimedTerm !== fence.term) {
+      // A new term's first step: from the claim on, no write of an earlier holder lands on the cluster's records,
+      // and what this holder reads next is the inventory as it is after every write that did.
+      if (!(await this.claim(fence))) return;
+      nodes = await this.deps.inventory.nodes();
+    }
     const policy = await this.readPolicy();
     if (!policy) return;
     this.dropOlderThan(this.deps.clock.now() - policy.windowMs);
@@ -154,7 +172,8 @@ export class Autoscaler {
     if (decision.action === 'none') return;
     const record: ActionRecord = { action: decision.action, reason: decision.reason, at: now, ...(decision.action === 'scale-in' ? { serverId: decision.serverId } : {}) };
     // The fenced write: only a server still holding the lease acts, and the next holder knows of this action.
-    if (!(await this.deps.lease.record({ lastActionAt: now, lastAction: { ...record, by: this.deps.serverId } }))) {
+    const recorded = await this.deps.lease.record({ lastActionAt: now, lastAction: { ...record, by: this.deps.serverId, term: fence.term } });
+    if (!recorded || this.deps.lease.fence()?.term !== fence.term) {
       this.deciding = false;
       this.deps.log.info({ decision }, `autoscaler did not ${decision.action}: it no longer holds the decider lease`);
       return;
@@ -162,9 +181,9 @@ export class Autoscaler {
     this.deps.log.info({ decision }, `autoscaler decided ${decision.action} (${decision.reason})`);
     this.deps.metrics?.action(decision.action, decision.reason);
     this.lastAction = record;
-    this.acting = this.act(record, decision).finally(() => {
+    this.acting = this.act(record, decision, fence).finally(() => {
       this.acting = undefined;
-      this.cancelAction = undefined;
+      this.scaleIn = undefined;
     });
   }
 
@@ -190,83 +209,46 @@ export class Autoscaler {
     return candidates.length > 0 ? Math.max(...candidates) : undefined;
   }
 
-  private async act(record: ActionRecord, decision: Exclude<Decision, { action: 'none' }>): Promise<void> {
+  /** Stamps this term on the cluster's records; false (and this server stops deciding) when refused. */
+  private async claim(fence: Fence): Promise<boolean> {
     try {
-      if (decision.action === 'scale-out') await this.deps.actions.scaleOut(decision.reason);
-      else await this.scaleIn(decision.serverId);
+      await this.deps.actions.claim(fence);
+    } catch (error) {
+      if (!(error instanceof FencedWriteRefused)) throw error;
+      this.fencedOut(error);
+      return false;
+    }
+    this.claimedTerm = fence.term;
+    this.deps.log.info({ term: fence.term }, `autoscaler decides for the cluster in term ${fence.term}`);
+    return true;
+  }
+
+  /** A write of this server's term was refused: a later holder wrote there, so this one stops deciding at once. */
+  private fencedOut(error: FencedWriteRefused): void {
+    this.deciding = false;
+    this.deps.log.warn({ term: error.fence.term, err: error }, `autoscaler stopped: ${error.message}`);
+    this.deps.lease.refused(error.fence);
+  }
+
+  private async act(record: ActionRecord, decision: Exclude<Decision, { action: 'none' }>, fence: Fence): Promise<void> {
+    try {
+      if (decision.action === 'scale-out') await this.deps.actions.scaleOut(decision.reason, fence);
+      else {
+        const { serverId, actions, clock, removalNoticeMs = 0, log } = this.deps;
+        this.scaleIn = new ScaleIn({ serverId, actions, clock, removalNoticeMs, log }, decision.serverId, fence);
+        await this.scaleIn.run(() => this.stopped);
+      }
       record.outcome = 'done';
       this.backoff.succeeded(record.action);
       this.deps.log.info({ action: record }, `autoscaler ${record.action} done`);
     } catch (error) {
-      record.outcome = error instanceof Cancelled ? 'cancelled' : 'failed';
+      record.outcome = error instanceof Cancelled ? 'cancelled' : error instanceof FencedWriteRefused ? 'refused' : 'failed';
       record.error = (error as Error).message;
+      if (error instanceof FencedWriteRefused) return this.fencedOut(error);
       if (record.outcome === 'failed') this.backoff.failed(record.action, record.at);
       const retryAt = this.backoff.retryAt(record.action, this.policy?.cooldownMs ?? POLICY_DEFAULTS.cooldownMs);
       const fields = { action: record, err: error, ...(record.outcome === 'failed' && retryAt !== undefined ? { retryAt: new Date(retryAt).toISOString() } : {}) };
       this.warn(`${record.action}: ${record.error}`, fields, `autoscaler ${record.action} ${record.outcome}: ${record.error}`);
-    }
-  }
-
-  /** Drain, commit `terminating`, the notice, the provider request, then the node's shutdown (SPEC 14.4). */
-  private async scaleIn(serverId: string): Promise<void> {
-    const { actions } = this.deps;
-    let cancelled = false;
-    let endNotice: (() => void) | undefined;
-    this.cancelAction = () => {
-      cancelled = true;
-      endNotice?.();
-    };
-    let drained: boolean;
-    try {
-      drained = await actions.drain(serverId);
-    } catch (error) {
-      // Refused or timed out half-way: whatever part of the node did drain serves again.
-      await this.undrainQuietly(serverId);
-      throw error;
-    }
-    if (!drained) throw new Cancelled(`server ${serverId} disappeared during the drain`);
-    if (cancelled) {
-      await actions.undrain(serverId);
-      throw new Cancelled('stopped during the drain');
-    }
-    await actions.setStatus(serverId, 'terminating');
-    // The notice: the drained node answers 307, and its record says it is going. A stop or a lost lease ends it early.
-    const noticeMs = this.deps.removalNoticeMs ?? 0;
-    if (noticeMs > 0 && !cancelled) {
-      await new Promise<void>((resolve) => {
-        const cancelTimer = this.deps.clock.setTimeout(resolve, noticeMs);
-        endNotice = () => (cancelTimer(), resolve());
-      });
-    }
-    if (cancelled) {
-      await actions.setStatus(serverId, 'running');
-      await actions.undrain(serverId);
-      throw new Cancelled('stopped before the provider request');
-    }
-    // From here on the machine is going: nothing cancels the provider request.
-    this.cancelAction = undefined;
-    const self = serverId === this.deps.serverId;
-    if (self) this.terminatingSelf = new AbortController();
-    try {
-      await actions.terminate(serverId, this.terminatingSelf?.signal);
-    } catch (error) {
-      // Asking to be removed, this server was stopped before the answer came: the provider did its part.
-      if (self && this.stopped) return;
-      this.terminatingSelf = undefined;
-      // The node is still there: it goes back into service. Its record stays `failed`, left for people (the
-      // sweep only removes `terminating`), and it is never picked again.
-      await actions.setStatus(serverId, 'failed');
-      await this.undrainQuietly(serverId);
-      throw error;
-    }
-    await actions.shutdown(serverId);
-  }
-
-  private async undrainQuietly(serverId: string): Promise<void> {
-    try {
-      await this.deps.actions.undrain(serverId);
-    } catch (error) {
-      this.deps.log.warn({ server: serverId, err: error }, `autoscaler could not take ${serverId} back into service: ${(error as Error).message}`);
     }
   }
 
@@ -309,17 +291,22 @@ export class Autoscaler {
   }
 
   /**
-   * The sweep is a decision for the whole cluster too: only the lease holder runs it, and never during its own
-   * scale-in, whose node still reads its `terminating` record before it stops.
+   * The sweep is a decision for the whole cluster too: only the lease holder runs it, in a term whose claim went
+   * through, its deletes fenced by that term; and never during its own scale-in, whose node still reads its
+   * `terminating` record before it stops.
    */
   private scheduleSweep(): void {
     this.cancelSweep = this.deps.clock.setTimeout(() => {
-      const sweep = this.deps.lease.held() && !this.acting ? this.deps.actions.sweep() : Promise.resolve(0);
+      const fence = this.deps.lease.fence();
+      const sweep = fence && fence.term === this.claimedTerm && !this.acting ? this.deps.actions.sweep(fence) : Promise.resolve(0);
       void sweep
         .then((deleted) => {
           if (deleted > 0) this.deps.log.info({ deleted }, 'autoscaler swept terminating records');
         })
-        .catch((error: unknown) => this.warn(`sweep: ${(error as Error).message}`, { err: error }, `autoscaler sweep failed: ${(error as Error).message}`))
+        .catch((error: unknown) => {
+          if (error instanceof FencedWriteRefused) this.fencedOut(error);
+          else this.warn(`sweep: ${(error as Error).message}`, { err: error }, `autoscaler sweep failed: ${(error as Error).message}`);
+        })
         .finally(() => {
           if (!this.stopped) this.scheduleSweep();
         });

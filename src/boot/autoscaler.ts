@@ -10,6 +10,7 @@ import type { ResolvedConfig } from '../config/schema.js';
 import { StoreLease } from '../db/lease.js';
 import { embeddedStorePath } from '../db/open.js';
 import type { Store } from '../db/types.js';
+import { deciderWrites } from '../inventory/decider-writes.js';
 import { clusterOf, clusterRecords, serverRecords, type ClusterRecord } from '../inventory/records.js';
 import { IpcError } from '../ipc/envelope.js';
 import type { RequestResult } from '../ipc/handlers.js';
@@ -64,6 +65,7 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   });
   const sampler = new ServerSampler();
   const servers = () => serverRecords(db);
+  const records = deciderWrites(db, cluster);
   const clusters = async () => {
     const platform = await deps.platformOrganization();
     return platform ? clusterRecords(db.forOrganization(platform)) : undefined;
@@ -96,6 +98,7 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
   const provider = unmanagedProviderPath({
     cluster,
     servers,
+    records,
     provider: deps.provider,
     platformOrganization: deps.platformOrganization,
     clusterDocument,
@@ -107,7 +110,7 @@ export function openAutoscaler(deps: AutoscalerBootDeps): Autoscaler {
     manager,
     provider,
     request: deps.request,
-    servers,
+    records,
     // A drain waits out the readiness grace and the connections' drain, as the node's own state does.
     drainTimeoutMs: config.lifecycle.readinessGraceMs + config.shutdown.drainTimeoutMs + 10_000,
     log,

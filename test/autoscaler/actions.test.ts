@@ -2,11 +2,15 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { scaleActions, type ScaleActionDeps } from '../../src/autoscaler/actions.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
+import { deciderWrites } from '../../src/inventory/decider-writes.js';
 import { serverRecords } from '../../src/inventory/records.js';
 import type { RequestResult } from '../../src/ipc/handlers.js';
 import { tempDir } from '../helpers/server-process.js';
 
 type Reply = RequestResult['replies'][number];
+
+/** The term the actions of these tests were decided in. */
+const FENCE = { lease: 'decider:blue', term: 1 };
 
 async function harness(t: Test, options: { managed?: boolean; answer?: (envelope: Record<string, unknown>) => Reply[] } = {}) {
   const db = await EmbeddedStore.open(path.join(tempDir('fleetplane-scale-actions-'), 'store.db'));
@@ -30,7 +34,7 @@ async function harness(t: Test, options: { managed?: boolean; answer?: (envelope
       requests.push({ envelope: given, ...(timeoutMs === undefined ? {} : { timeoutMs }) });
       return { id: 'r', replies: options.answer?.(given) ?? [], missing: [] };
     },
-    servers: () => serverRecords(db),
+    records: deciderWrites(db, 'blue'),
     drainTimeoutMs: 42_000,
     log: { info: (_fields, message) => void lines.push(message), warn: (_fields, message) => void lines.push(`warn: ${message}`) },
   };
@@ -55,15 +59,15 @@ t.test("a node's refusal is an error naming the method, the node and its reason"
 
 t.test("an unmanaged cluster asks its provider path; a managed one asks its parent, which also sweeps its copy", async (t) => {
   const unmanaged = await harness(t);
-  await unmanaged.actions.scaleOut('cpu');
+  await unmanaged.actions.scaleOut('cpu', FENCE);
   await unmanaged.actions.terminate('b');
   t.same(unmanaged.provider, ['create', 'terminate b']);
   t.same(unmanaged.parent, []);
 
   const managed = await harness(t, { managed: true });
-  await managed.actions.scaleOut('cpu');
+  await managed.actions.scaleOut('cpu', FENCE);
   await managed.actions.terminate('b');
-  await managed.actions.sweep();
+  await managed.actions.sweep(FENCE);
   t.same(managed.provider, []);
   t.same(managed.parent, [
     { method: 'createServer', cluster: 'blue' },
@@ -77,10 +81,10 @@ t.test("status and sweep touch this cluster's records only", async (t) => {
   const servers = serverRecords(h.db);
   await servers.insertOne({ _id: 'b', cluster_id: 'blue', master: { status: 'running' } });
   await servers.insertOne({ _id: 'g', cluster_id: 'green', master: { status: 'running' } });
-  await h.actions.setStatus('b', 'terminating');
-  await h.actions.setStatus('g', 'terminating');
+  await h.actions.setStatus('b', 'terminating', FENCE);
+  await h.actions.setStatus('g', 'terminating', FENCE);
   t.equal((await servers.findOne({ _id: 'g' }))?.master?.status, 'running', "another cluster's record is not marked");
   await servers.insertOne({ _id: 'x', cluster_id: 'green', master: { status: 'terminating' } });
-  t.equal(await h.actions.sweep(), 1);
+  t.equal(await h.actions.sweep(FENCE), 1);
   t.same((await servers.find({})).map((record) => record._id).sort(), ['g', 'x']);
 });

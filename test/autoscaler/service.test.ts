@@ -4,7 +4,10 @@ import { Autoscaler, type AutoscalerDeps, type ScaleActions } from '../../src/au
 import type { ClusterNode, Sample } from '../../src/autoscaler/decide.js';
 import { tenantViolation } from '../../src/auth/authority.js';
 import { EmbeddedStore } from '../../src/db/embedded/store.js';
+import { FencedWriteRefused } from '../../src/db/fence.js';
 import { LEASES_COLLECTION, StoreLease } from '../../src/db/lease.js';
+import type { Store } from '../../src/db/types.js';
+import { cuttableStore } from '../helpers/cuttable-store.js';
 import { FakeClock, settle } from '../helpers/fake-clock.js';
 import { tempDir } from '../helpers/server-process.js';
 
@@ -37,12 +40,16 @@ interface Fleet {
   warnings: Array<{ fields: Record<string, unknown>; message: string }>;
   /** Set: every read of the inventory fails with this message. */
   inventoryFailure: { message?: string };
+  /** The claims the autoscaler made, in order: `cluster <term>` for all of the cluster's records, `<id> <term>` for one. */
+  claims: string[];
 }
 
 /** A cluster as the deciding server `a` sees it: fake inventory, peers, provider and clock. */
-function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Partial<ScaleActions>; policy?: Record<string, unknown>; clock?: FakeClock; cluster?: string; removalNoticeMs?: number } = {}): Fleet {
+function fleet(
+  options: { nodes?: ClusterNode[]; serverId?: string; actions?: Partial<ScaleActions>; policy?: Record<string, unknown>; clock?: FakeClock; cluster?: string; removalNoticeMs?: number; leaseStore?: Pick<Store, 'collection'> } = {},
+): Fleet {
   const clock = options.clock ?? new FakeClock(1_000_000);
-  const lease = new StoreLease({ store, name: `decider:${options.cluster ?? `cluster-${clusters++}`}`, owner: options.serverId ?? 'a', ttlMs: LEASE_TTL, maxClockSkewMs: 500, clock });
+  const lease = new StoreLease({ store: options.leaseStore ?? store, name: `decider:${options.cluster ?? `cluster-${clusters++}`}`, owner: options.serverId ?? 'a', ttlMs: LEASE_TTL, maxClockSkewMs: 500, clock });
   const steps: string[] = [];
   const logs: string[] = [];
   const metrics: string[] = [];
@@ -56,7 +63,10 @@ function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Pa
   const warnings: Fleet['warnings'] = [];
   const inventoryFailure: Fleet['inventoryFailure'] = {};
   const peerLoad = new Map<string, { cpu: number; memory: number }>();
+  const claims: string[] = [];
   const actions: ScaleActions = {
+    claim: async (fence) => void claims.push(`cluster ${fence.term}`),
+    claimServer: async (id, fence) => void claims.push(`${id} ${fence.term}`),
     scaleOut: async (reason) => {
       steps.push(`scale-out ${reason}`);
       nodes.push({ id: `n${nodes.length}`, status: 'pending', createdAt: clock.now() });
@@ -101,7 +111,7 @@ function fleet(options: { nodes?: ClusterNode[]; serverId?: string; actions?: Pa
     log: { info: (_fields, message) => logs.push(message), warn: (fields, message) => void (logs.push(message), warnings.push({ fields, message })) },
     metrics: { action: (action, reason) => metrics.push(`${action} ${reason}`), size: (current, desired) => metrics.push(`size ${current}->${desired}`) },
   };
-  return { clock, scaler: new Autoscaler(deps), nodes, steps, logs, metrics, load, peerLoad, actions, policy, organization, lease, warnings, inventoryFailure };
+  return { clock, scaler: new Autoscaler(deps), nodes, steps, logs, metrics, load, peerLoad, actions, policy, organization, lease, warnings, inventoryFailure, claims };
 }
 
 /** An idle cluster whose scale-in of `b` has drained it and recorded it terminating: its removal notice runs. */
@@ -243,6 +253,42 @@ t.test('a holder that loses the lease stops acting at once: a scale-in before it
   await run(f, 5 * INTERVAL);
   t.same(f.steps.filter((step) => step.startsWith('gather')), ['gather b'], 'and it decides nothing more');
   t.equal((await f.scaler.status()).deciding, false);
+});
+
+t.test('a holder cut from the store stops acting within its TTL: its lease runs out on its own clock and the scale-in in its removal notice is cancelled', async (t) => {
+  const link = cuttableStore(store);
+  const f = fleet({ removalNoticeMs: 10 * LEASE_TTL, leaseStore: link.store });
+  f.scaler.start();
+  t.teardown(() => (link.restore(), f.scaler.stop()));
+  f.load.cpu = 5;
+  f.load.memory = 5;
+  await f.clock.advanceAsync(INTERVAL);
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating'], 'in the removal notice');
+  const cutAt = f.clock.now();
+  link.cut();
+  while (!f.steps.includes('undrain b') && f.clock.now() - cutAt < 2 * LEASE_TTL) await f.clock.advanceAsync(100);
+  t.ok(f.clock.now() - cutAt <= LEASE_TTL, `stopped ${f.clock.now() - cutAt} ms after the store stopped answering (TTL ${LEASE_TTL} ms)`);
+  t.equal(f.lease.held(), false);
+  t.ok(f.logs.includes('autoscaler lost the decider lease: it ran out before a renewal reached the store (this server stopped deciding)'));
+  await f.scaler.settled();
+  t.same(f.steps, ['gather b', 'drain b', 'status b terminating', 'status b running', 'undrain b'], 'back to running and into service, no provider request');
+});
+
+t.test("a new holder claims the cluster's records before its first decision; a claim the store refuses stops it", async (t) => {
+  const f = fleet({ actions: { claim: async (fence) => void f.steps.push(`claim ${fence.term}`) } });
+  f.scaler.start();
+  t.teardown(() => f.scaler.stop());
+  await run(f, 3 * INTERVAL);
+  t.same(f.steps, ['claim 1', 'gather b', 'gather b', 'gather b'], 'once per term, first');
+
+  const refused = fleet({ actions: { claim: async (fence) => Promise.reject(new FencedWriteRefused(fence, 'the claim')) } });
+  refused.scaler.start();
+  t.teardown(() => refused.scaler.stop());
+  await run(refused, 3 * INTERVAL);
+  t.same(refused.steps, [], 'no decision, ever');
+  t.equal((await refused.scaler.status()).deciding, false);
+  t.ok(refused.logs.some((line) => /^autoscaler stopped: the claim refused: a term after 1 of decider:/.test(line)));
+  t.ok(refused.logs.includes('autoscaler lost the decider lease: the store refused a write of its term, another server decides for the cluster'));
 });
 
 t.test('a holder that loses the lease during the removal notice ends it at once: back to running, into service, no provider request', async (t) => {

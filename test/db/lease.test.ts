@@ -4,6 +4,7 @@ import { EmbeddedStore } from '../../src/db/embedded/store.js';
 import { StoreUnavailableError } from '../../src/db/errors.js';
 import { LEASES_COLLECTION, StoreLease, type LeaseClock } from '../../src/db/lease.js';
 import type { Store } from '../../src/db/types.js';
+import { cuttableStore } from '../helpers/cuttable-store.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { tempDir } from '../helpers/server-process.js';
 
@@ -201,38 +202,7 @@ t.test('the lease is refused options that would make it meaningless', async (t) 
   t.throws(() => new StoreLease({ store, name: 'x', owner: 'a', ttlMs: 1_000, maxClockSkewMs: -1, clock }), RangeError);
 });
 
-/**
- * The shared store as one holder reaches it through a link the test can cut: while cut, every call waits (no
- * answer, no error, as a store behind a dropped network link) and, once the link is back, reaches the store in
- * the order it was made: a write sent before the cut arrives late.
- */
-function cuttable(over: Pick<Store, 'collection'> = store) {
-  let waiting: Array<() => void> | undefined;
-  const link = {
-    cut: () => void (waiting ??= []),
-    restore: () => {
-      const held = waiting ?? [];
-      waiting = undefined;
-      for (const resume of held) resume();
-    },
-    store: {
-      collection: <T extends { _id: string }>(collectionName: string) => {
-        const real = over.collection<T & Record<string, unknown>>(collectionName);
-        return new Proxy(real, {
-          get: (target, property, receiver) => {
-            const value = Reflect.get(target, property, receiver) as unknown;
-            if (typeof value !== 'function') return value;
-            return async (...args: unknown[]) => {
-              if (waiting) await new Promise<void>((resume) => waiting!.push(resume));
-              return (value as (...a: unknown[]) => unknown).apply(target, args);
-            };
-          },
-        }) as never;
-      },
-    } satisfies Pick<Store, 'collection'>,
-  };
-  return link;
-}
+const cuttable = () => cuttableStore(store);
 
 t.test('a holder cut from the store stops acting at its own expiry and hears of it; another takes over TTL + maxClockSkewMs after its last renewal', async (t) => {
   const clock = new FakeClock(1_000_000);
