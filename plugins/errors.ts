@@ -85,11 +85,12 @@ export function validationMessage(error: FastifyError, request?: FastifyRequest)
 const errors: FastifyPluginAsync = async (app) => {
   // A store that stays away, full, locked or refusing this server fails every request that needs it: the reason is
   // logged a bounded number of times a minute, counted per kind (unavailable, busy, full, misconfigured) so a new
-  // kind of failure is always seen.
+  // kind of failure is always seen. A refusal (credentials, rights) is the same until an operator acts: one line.
   const storeWarnings = new Map<string, RateLimitedWarnings>();
   const warnStore = (log: FastifyBaseLogger, error: StoreError) => {
     let warnings = storeWarnings.get(error.code);
-    if (!warnings) storeWarnings.set(error.code, (warnings = new RateLimitedWarnings({ max: 10, windowMs: 60_000, what: `${error.code} answers`, log: app.log })));
+    const max = error.statusCode === 503 ? 10 : 1;
+    if (!warnings) storeWarnings.set(error.code, (warnings = new RateLimitedWarnings({ max, windowMs: 60_000, what: `${error.code} answers`, log: app.log })));
     warnings.warn(log, { err: error }, error.statusCode === 503 ? 'the data store is unavailable' : 'the data store refused this server');
   };
   app.setErrorHandler((error: FastifyError | FleetplaneError, request, reply) => {
