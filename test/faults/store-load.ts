@@ -2,7 +2,7 @@ import http from 'node:http';
 
 /** One answered request of a load run; `status` 0 when the connection failed or no answer came in time. */
 export interface LoadAnswer {
-  kind: 'write' | 'read' | 'probe' | 'ready';
+  kind: 'write' | 'read' | 'probe' | 'ready' | 'api';
   /** The written document's name (writes). */
   name?: string;
   startedAt: number;
@@ -50,9 +50,10 @@ export interface StoreLoad {
 
 /**
  * Clients writing one document each through /crud, named `<prefix>-<n>` (`writers` loops, each sending its next
- * write when the last is answered), reading, and probing /healthz and /readyz, until stopped.
+ * write when the last is answered), reading, calling the provider `api` names (an /api envelope) when given, and
+ * probing /healthz and /readyz, until stopped.
  */
-export function storeLoad(port: number, key: string, options: { collection: string; prefix: string; writers?: number }): StoreLoad {
+export function storeLoad(port: number, key: string, options: { collection: string; prefix: string; writers?: number; api?: Record<string, unknown> }): StoreLoad {
   const answers: LoadAnswer[] = [];
   let running = true;
   let written = 0;
@@ -70,6 +71,7 @@ export function storeLoad(port: number, key: string, options: { collection: stri
   const loops = [
     ...Array.from({ length: options.writers ?? 3 }, () => loop(write, 0)),
     loop(read, 50),
+    ...(options.api ? [loop(() => send(port, 'api', { path: '/api', key, body: options.api }), 50)] : []),
     loop(() => send(port, 'probe', { path: '/healthz' }), 100),
     loop(() => send(port, 'ready', { path: '/readyz' }), 100),
   ];

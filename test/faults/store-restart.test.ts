@@ -1,5 +1,8 @@
 import t, { type Test } from 'tap';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { postgresUnavailable } from '../helpers/postgres.js';
+import { request } from '../helpers/server-process.js';
 import { SCALE } from '../helpers/wait.js';
 import { storeLoad, tally, type LoadAnswer } from './store-load.js';
 import { ROLE, startStoreServer, type StoreServer } from './store-server.js';
@@ -18,11 +21,21 @@ const COLLECTION = 'faults';
 const why = postgresUnavailable();
 if (why) t.plan(0, why);
 let fixture: StoreServer;
+/** An upstream the organization's provider `echo` calls: what a server serves from its caches alone. */
+const upstream = http.createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{"pong":true}'));
+const CALL = { api: 'echo', endpoint: 'ping', method: 'get' };
 if (!why) {
   t.before(async () => {
     fixture = await startStoreServer();
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const provider = { name: 'echo', baseUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, endpoints: { ping: { method: 'get', path: '/ping' } } };
+    const created = await request(fixture.server.port, '/crud', { host: 'localhost', key: fixture.adminKey, body: { method: 'object.create', collection: 'apis', documents: [provider] } });
+    if (created.status !== 200) throw new Error(`provider not created: ${created.body}`);
   });
-  t.teardown(() => fixture?.stop());
+  t.teardown(async () => {
+    upstream.close();
+    await fixture?.stop();
+  });
 }
 
 const hold = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -32,7 +45,7 @@ const describe = (answer: LoadAnswer) => `${answer.kind} ${answer.status} ${answ
 /** Runs the load across `outage` (which takes the store away and brings it back), then checks what every case shares. */
 async function acrossOutage(t: Test, prefix: string, outage: (marks: { away(): void; healing(): void; back(): void }) => Promise<void>) {
   const pids = await fixture.pids();
-  const load = storeLoad(fixture.server.port, fixture.adminKey, { collection: COLLECTION, prefix });
+  const load = storeLoad(fixture.server.port, fixture.adminKey, { collection: COLLECTION, prefix, api: CALL });
   await hold(1_000);
   // Away: the store no longer answers; healing: it may answer from now on; back: it answers.
   let awayAt = 0;
@@ -66,7 +79,8 @@ async function acrossOutage(t: Test, prefix: string, outage: (marks: { away(): v
   t.same(writes(during).filter((answer) => answer.status !== 503 || answer.code !== 'store_unavailable').map(describe), [], 'while it was away, every write answered 503 store_unavailable');
   t.ok(writes(during).every((answer) => answer.retryAfter === '5'), 'with Retry-After: 5');
   const unexpected = answers.filter((answer) => answer.status !== 200 && !(answer.status === 503 && answer.code === 'store_unavailable' && (answer.kind === 'write' || answer.kind === 'read')));
-  t.same(unexpected.map(describe), [], 'probes always 200; writes and reads 200 or 503 store_unavailable, never 500 or no answer');
+  t.same(unexpected.map(describe), [], 'probes and /api calls always 200; writes and reads 200 or 503 store_unavailable, never 500 or no answer');
+  t.ok(during.some((answer) => answer.kind === 'api'), '/api was called while the store was away, its provider and key served from the caches');
   t.ok(figures.longestWriteMs <= ANSWER_BOUND_MS, `every write answered within ${ANSWER_BOUND_MS} ms (longest ${figures.longestWriteMs} ms)`);
   t.ok(recovered, `a write succeeded within ${RECOVERY_BOUND_MS} ms of the store's return (${figures.recoveryMs} ms)`);
   t.same(fixture.restarts(), [], 'no worker died, was recycled or replaced');
