@@ -169,7 +169,7 @@ export const ConfigSchema = Type.Object(
         operationTimeoutMs: Type.Integer({
           minimum: 1,
           default: 5_000,
-          description: "How long a write waits for another writer's lock on its collection (503 store_busy past it); each statement is cut off a second later (503 store_unavailable)",
+          description: "How long a write waits for another writer's lock on its collection; every operation answers within the longer of this and connectTimeoutMs plus 3 s (8 s by default), a store that no longer answers included, then 503 store_unavailable",
         }),
       },
       { additionalProperties: false, default: {} },
