@@ -5,8 +5,8 @@ import path from 'node:path';
 import { loadConfig } from '../../src/config/load.js';
 import { StoreError, StoreUnavailableError } from '../../src/db/errors.js';
 import { openStore } from '../../src/db/open.js';
-import { assertSupportedServer } from '../../src/db/postgres/schema.js';
-import type { PoolClient } from 'pg';
+import { assertSupportedServer, ensureSchema } from '../../src/db/postgres/schema.js';
+import pg, { type PoolClient } from 'pg';
 import { postgresUnavailable, startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { FAST, fleetplane, freePort, request, startCli, tempDir } from '../helpers/server-process.js';
 import { until } from '../helpers/wait.js';
@@ -121,5 +121,29 @@ if (unavailable) {
     t.match(result.stderr, /^fleetplane: PostgreSQL "missing" on 127\.0\.0\.1:\d+: database "missing" does not exist: create it first/);
     t.equal(result.stderr.trim().split('\n').length, 1, 'one line');
     t.notMatch(result.stderr, server!.password);
+  });
+
+  t.test('a process that waited for the schema lock while another created the tables finds them, not a second creation', async (t) => {
+    const database = 'schema_race';
+    await server!.query(`CREATE DATABASE ${database}`, [], 'postgres');
+    const creator = new pg.Client({ connectionString: server!.url(database) });
+    const waiter = new pg.Client({ connectionString: server!.url(database) });
+    await creator.connect();
+    await waiter.connect();
+    t.teardown(() => Promise.all([creator.end(), waiter.end()]));
+    // The creator holds the lock first; the waiter looks for the tables (none yet), then queues for the lock.
+    await creator.query('BEGIN');
+    await creator.query('SELECT pg_advisory_xact_lock($1)', [0x666c656574706c61n.toString()]);
+    const waiting = ensureSchema(waiter as unknown as PoolClient).then(() => undefined, (error: unknown) => error as Error);
+    await until('the second process to queue for the schema lock', async () => {
+      const { rows } = await creator.query<{ waiting: number }>("SELECT count(*)::int AS waiting FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+      return rows[0]!.waiting > 0 || undefined;
+    });
+    await creator.query('CREATE TABLE fleetplane_schema (singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), version integer NOT NULL)');
+    await creator.query('INSERT INTO fleetplane_schema (version) VALUES (1)');
+    await creator.query('COMMIT');
+    t.equal(await waiting, undefined, 'the waiter found the schema the other one committed');
+    const { rows } = await waiter.query<{ count: number }>('SELECT count(*)::int AS count FROM fleetplane_schema');
+    t.equal(rows[0]!.count, 1, 'one schema row');
   });
 }

@@ -71,8 +71,17 @@ export async function assertSupportedServer(client: PoolClient): Promise<number>
   return version;
 }
 
+/**
+ * Reads pg_class rather than asking `to_regclass`: a name lookup goes through the session's catalog cache, which
+ * may not yet have heard of a table another session created and committed while this one waited for the
+ * advisory lock (it then reports it missing, and the creation runs twice); a query of pg_class reads a snapshot
+ * taken after the lock was granted.
+ */
 async function installedVersion(client: PoolClient): Promise<number | undefined> {
-  const { rows } = await client.query<{ present: boolean }>("SELECT to_regclass('fleetplane_schema') IS NOT NULL AS present");
+  const { rows } = await client.query<{ present: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE c.relname = 'fleetplane_schema' AND n.nspname = current_schema()) AS present`,
+  );
   if (!rows[0]?.present) return undefined;
   const found = await client.query<{ version: number }>('SELECT version FROM fleetplane_schema');
   return found.rows[0]?.version;
