@@ -1,7 +1,7 @@
 /**
  * What a fault test started, undone even when the test does not finish: tap ends a file that runs past its
  * timeout with SIGALRM, which skips every teardown. Process groups are killed and commands (namespaces,
- * mounts) run synchronously on `exit` and on that signal.
+ * mounts) run synchronously on `exit` and on that signal, or on SIGTERM, SIGINT and SIGHUP.
  */
 import { execFileSync } from 'node:child_process';
 
@@ -31,10 +31,14 @@ function arm(): void {
   if (armed) return;
   armed = true;
   process.once('exit', runAll);
-  process.once('SIGALRM', () => {
-    runAll();
-    process.exit(1);
-  });
+  // tap's timeout (SIGALRM), and a run interrupted or stopped from outside (Ctrl-C, a CI job's kill): each skips
+  // the teardowns, and the default action of a signal skips `exit` too.
+  for (const signal of ['SIGALRM', 'SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      runAll();
+      process.exit(1);
+    });
+  }
 }
 
 /** A process group (a detached child's pid) killed when the test file ends, however it ends. */
