@@ -73,7 +73,8 @@ export async function startStoreServer(settings: Record<string, string | number>
       return pids;
     },
     restarts: () => server.events.slice(readyAt).filter((event) => RESTART_EVENTS.has(String(event.event))).map((event) => String(event.event)),
-    cutConnections: async () => void (await pg.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [ROLE], 'postgres')),
+    // Waits (up to 5 s each) for the backends to be gone: a terminated backend holds its connection slot until it exits.
+    cutConnections: async () => void (await pg.query('SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = $1', [ROLE], 'postgres')),
     async stop() {
       await server.stop();
       await admin.close().catch(() => undefined);
