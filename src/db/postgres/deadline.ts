@@ -21,18 +21,21 @@ export interface Cutoff {
 export function withinDeadline<T>(deadlineMs: number, collection: string, operation: (cutoff: Cutoff) => Promise<T>): Promise<T> {
   let expired = false;
   let tearDown: (() => void) | undefined;
-  const error = new StoreUnavailableError(`PostgreSQL ${collection} is unavailable: no answer within ${deadlineMs} ms`);
+  // Made only when the deadline passes: an error's stack costs more than the rest of this on every operation.
+  let error: StoreUnavailableError | undefined;
   const cutoff: Cutoff = {
     get expired() {
       return expired;
     },
-    error,
+    get error() {
+      return (error ??= new StoreUnavailableError(`PostgreSQL ${collection} is unavailable: no answer within ${deadlineMs} ms`));
+    },
     onExpire: (fn) => void (tearDown = fn),
   };
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
       expired = true;
-      reject(error);
+      reject(cutoff.error);
       tearDown?.();
     }, deadlineMs);
     timer.unref();
