@@ -14,6 +14,22 @@ export interface StoreCacheOptions {
   now?: () => number;
 }
 
+/** Per store (the one that answers, under any decoration), what its caches last learned of whether it answers. */
+const reachByStore = new WeakMap<Store, { away: boolean }>();
+
+function reachOf(store: Store): { away: boolean } {
+  let answering = store;
+  while (answering.decorated) answering = answering.decorated;
+  let reach = reachByStore.get(answering);
+  if (!reach) reachByStore.set(answering, (reach = { away: false }));
+  return reach;
+}
+
+interface Entry {
+  value: unknown;
+  loadedAt: number;
+}
+
 /**
  * A per-process cache of documents read from some collections of the store. Workers are separate processes
  * sharing the store, so invalidation cannot be a message from whoever wrote. Instead every write attempt bumps a
@@ -30,11 +46,6 @@ export interface StoreCacheOptions {
  * while the counters cannot be read, entries are served as they are, each until it is `maxAgeMs` old, and the
  * check goes on in the background instead of holding requests; what is not cached fails as the store does.
  */
-interface Entry {
-  value: unknown;
-  loadedAt: number;
-}
-
 export class StoreCache {
   private readonly entries = new Map<string, Entry>();
   private readonly revalidateMs: number;
@@ -45,8 +56,12 @@ export class StoreCache {
   private checkedAt = Number.NEGATIVE_INFINITY;
   /** The counter check in progress, shared by the requests that wait for it. */
   private checking: Promise<void> | undefined;
-  /** The last counter check found the store unavailable: requests do not wait for the next one. */
-  private storeAway = false;
+  /**
+   * Whether the last counter check of any cache of this store found it unavailable: requests then do not wait for
+   * the next check. Shared, so that a request consulting several caches (key, organization, provider) waits out a
+   * store that no longer answers once, not once per cache.
+   */
+  private readonly reach: { away: boolean };
   /** Bumped on every clear; a load that started before a clear does not cache its (possibly stale) answer. */
   private generation = 0;
   private readonly unsubscribe: () => void;
@@ -60,6 +75,7 @@ export class StoreCache {
     this.maxEntries = options.maxEntries ?? 10_000;
     this.maxAgeMs = options.maxAgeMs ?? 60_000;
     this.now = options.now ?? Date.now;
+    this.reach = reachOf(store);
     this.unsubscribe = store.onChange((collection) => {
       if (collections.includes(collection)) this.clear();
     });
@@ -133,7 +149,7 @@ export class StoreCache {
   private revalidate(): Promise<void> {
     this.checkedAt = this.now();
     const check = (this.checking ??= this.compareCounters().finally(() => (this.checking = undefined)));
-    if (!this.storeAway) return check;
+    if (!this.reach.away) return check;
     check.catch(() => undefined);
     return Promise.resolve();
   }
@@ -144,11 +160,11 @@ export class StoreCache {
       token = await this.store.changeToken(this.collections);
     } catch (error) {
       // Only a store that cannot answer now is waited out; one that refuses this server fails the requests.
-      this.storeAway = error instanceof StoreError && error.statusCode === 503;
-      if (!this.storeAway) throw error;
+      this.reach.away = error instanceof StoreError && error.statusCode === 503;
+      if (!this.reach.away) throw error;
       return;
     }
-    this.storeAway = false;
+    this.reach.away = false;
     if (token !== this.token) {
       this.token = token;
       this.clear();

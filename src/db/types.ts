@@ -88,6 +88,8 @@ export interface Store {
    */
   onChange(listener: ChangeListener): () => void;
   close(): Promise<void>;
+  /** The store this one decorates (sealing secrets, say), if any: the one that answers, and whose state caches share. */
+  readonly decorated?: Store;
 }
 
 export interface OrganizationScope {

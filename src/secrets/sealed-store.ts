@@ -96,6 +96,10 @@ export class SealedStore implements Store {
     private readonly sealer: SecretSealer,
   ) {}
 
+  get decorated(): Store {
+    return this.inner;
+  }
+
   get backend(): Store['backend'] {
     return this.inner.backend;
   }

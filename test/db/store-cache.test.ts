@@ -100,3 +100,23 @@ t.test('a counter check failing for another reason than an unavailable store fai
   now = 800;
   t.match(await cache.get('k', async () => 'unused').catch((error: unknown) => error), { code: 'store_misconfigured' }, 'once the store refuses instead, requests wait for the check again and fail');
 });
+
+t.test('once one cache of a store found it unavailable, its other caches (a decorated store included) serve without waiting for their own check', async (t) => {
+  let now = 0;
+  const { store, control } = controlledStore();
+  // A decorating store (secrets sealed on write, say) over the same one: its caches share what they learn.
+  const decorating = { decorated: store, changeToken: (collections: readonly string[]) => store.changeToken(collections), onChange: () => () => undefined } as unknown as Store;
+  const keys = new StoreCache(store, ['keys'], { revalidateMs: 100, now: () => now });
+  const providers = new StoreCache(decorating, ['apis'], { revalidateMs: 100, now: () => now });
+  t.equal(await keys.get('k', async () => 'key'), 'key');
+  t.equal(await providers.get('p', async () => 'provider'), 'provider');
+  control.failure = new StoreUnavailableError('PostgreSQL keys is unavailable');
+  now = 200;
+  t.equal(await keys.get('k', async () => 'unused'), 'key', 'the first cache waits for its check, which finds the store away');
+  let release!: () => void;
+  control.hang = new Promise<void>((resolve) => (release = resolve));
+  const checks = control.checks;
+  t.equal(await providers.get('p', async () => 'unused'), 'provider', 'the second one does not wait for a check that hangs');
+  t.equal(control.checks, checks + 1, 'its check runs in the background');
+  release();
+});
